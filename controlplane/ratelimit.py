@@ -1,0 +1,30 @@
+"""Per-token request rate limits in Redis (fixed one-second windows, shared by every web process)."""
+
+from __future__ import annotations
+
+import time
+from functools import cache
+
+import redis
+from django.conf import settings
+
+
+@cache
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+def check(bucket: str, per_second: float) -> float | None:
+    """None if the request may go on; else seconds to wait before retrying."""
+    if per_second <= 0:
+        return None
+    now = time.time()
+    window = int(now)
+    key = f"barrel:rl:{bucket}:{window}"
+    pipe = _redis().pipeline()
+    pipe.incr(key)
+    pipe.expire(key, 2)
+    count = pipe.execute()[0]
+    if count <= per_second:
+        return None
+    return max(0.05, window + 1 - now)

@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane.api import ApiError, Pagination
+from controlplane.runs import selectors, services
+from controlplane.runs.models import Run
+from controlplane.runs.serializers import (
+    STATUS_CHOICES,
+    EnvironmentSerializer,
+    RecipeSerializer,
+    RunCloneSerializer,
+    RunDetailSerializer,
+    RunSubmitSerializer,
+    RunSummarySerializer,
+)
+from workers.recipes import RECIPES
+
+
+def get_run(request: Request, run_id: int) -> Run:
+    """The run if the caller may see it; 404 otherwise (another team's run does not exist)."""
+    run = selectors.run_for(request.user, run_id)
+    if run is None:
+        raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
+    return run
+
+
+def _detail(run_id: int, request: Request) -> Run:
+    return (
+        selectors.runs_visible_to(request.user)
+        .prefetch_related("attempts")
+        .get(id=run_id)
+    )
+
+
+class RecipeListView(APIView):
+    @extend_schema(responses=RecipeSerializer(many=True), summary="Recipes and their config schemas")
+    def get(self, request: Request) -> Response:
+        body = [
+            {"name": s.name, "description": s.description, "config_schema": s.config_model.model_json_schema()}
+            for s in RECIPES.values()
+        ]
+        return Response(body)
+
+
+class RunListView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("status", str, enum=STATUS_CHOICES, description="Comma-separated statuses"),
+            OpenApiParameter("team", str, description="Team slug"),
+            OpenApiParameter("project", int, description="Project id"),
+            OpenApiParameter("name", str, description="Substring of the run name"),
+            OpenApiParameter("tag", str, description="Runs carrying this tag"),
+        ],
+        responses=RunSummarySerializer(many=True),
+        summary="List runs, newest first",
+    )
+    def get(self, request: Request) -> Response:
+        runs: QuerySet[Run] = selectors.runs_visible_to(request.user).order_by("-created_at", "-id")
+        params = request.query_params
+        if value := params.get("status"):
+            wanted = [s.strip().upper() for s in value.split(",") if s.strip()]
+            bad = [s for s in wanted if s not in STATUS_CHOICES]
+            if bad:
+                raise ApiError(
+                    f"Unknown status {', '.join(bad)}; use one of {', '.join(STATUS_CHOICES)}.",
+                    fields={"status": [f"unknown status {b}" for b in bad]},
+                )
+            runs = runs.filter(status__in=wanted)
+        if value := params.get("team"):
+            runs = runs.filter(project__team__slug=value)
+        if value := params.get("project"):
+            if not value.isdigit():
+                raise ApiError("project must be a project id.", fields={"project": ["expected an integer id"]})
+            runs = runs.filter(project_id=int(value))
+        if value := params.get("name"):
+            runs = runs.filter(name__icontains=value)
+        if value := params.get("tag"):
+            runs = runs.filter(tags__contains=[value])
+        paginator = Pagination()
+        page = paginator.paginate_queryset(runs, request, self)
+        return paginator.get_paginated_response(RunSummarySerializer(page, many=True).data)
+
+    @extend_schema(request=RunSubmitSerializer, responses={201: RunDetailSerializer}, summary="Submit a run")
+    def post(self, request: Request) -> Response:
+        data = RunSubmitSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        run = services.run_submit(user=request.user, **data.validated_data)
+        return Response(RunDetailSerializer(_detail(run.id, request)).data, status=status.HTTP_201_CREATED)
+
+
+class RunDetailView(APIView):
+    # The job reads its own config with its run token.
+    run_token_allowed = True
+
+    @extend_schema(responses=RunDetailSerializer, summary="A run, its resolved config and attempts")
+    def get(self, request: Request, run_id: int) -> Response:
+        get_run(request, run_id)
+        return Response(RunDetailSerializer(_detail(run_id, request)).data)
+
+
+class RunCancelView(APIView):
+    @extend_schema(request=None, responses={202: RunDetailSerializer}, summary="Cancel a run")
+    def post(self, request: Request, run_id: int) -> Response:
+        run = services.run_cancel(user=request.user, run=get_run(request, run_id))
+        return Response(RunDetailSerializer(_detail(run.id, request)).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RunCloneView(APIView):
+    @extend_schema(request=RunCloneSerializer, responses={201: RunDetailSerializer}, summary="Submit a copy of a run")
+    def post(self, request: Request, run_id: int) -> Response:
+        data = RunCloneSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        run = services.run_clone(user=request.user, run=get_run(request, run_id), **data.validated_data)
+        return Response(RunDetailSerializer(_detail(run.id, request)).data, status=status.HTTP_201_CREATED)
+
+
+class RunEnvironmentView(APIView):
+    run_token_allowed = True
+
+    @extend_schema(request=EnvironmentSerializer, responses={200: None}, summary="The job reports its environment")
+    def post(self, request: Request, run_id: int) -> Response:
+        run = get_run(request, run_id)
+        data = EnvironmentSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        services.attempt_report_environment(run=run, attempt_id=str(fields.pop("attempt")), **fields)
+        return Response({"ok": True})
+
+

@@ -1,0 +1,254 @@
+"""Talking to Ray: submit an attempt as a Ray job, stop it, and settle runs against Ray.
+
+Ray's Jobs API is reached over HTTP (`JobSubmissionClient`), so the control plane needs no
+Ray cluster membership. The attempt uuid is the `submission_id`: Ray refuses a second job with
+the same id, which makes dispatch idempotent even when two workers race.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.runs import services
+from controlplane.runs.models import Attempt, RunStatus, RunToken
+from controlplane.teams.tokens import RUN_TOKEN_PREFIX, digest, new_secret
+
+logger = logging.getLogger(__name__)
+S = RunStatus
+
+_client: Any = None
+
+
+class RayUnavailable(Exception):
+    """Ray's dashboard could not be reached: retry later, never conclude anything about jobs."""
+
+
+def ray_client() -> Any:
+    global _client
+    if _client is None:
+        from ray.job_submission import JobSubmissionClient
+
+        try:
+            _client = JobSubmissionClient(settings.RAY_ADDRESS)
+        except Exception as exc:  # noqa: BLE001 - Ray raises bare ConnectionError/RuntimeError
+            raise RayUnavailable(f"cannot reach Ray at {settings.RAY_ADDRESS}: {exc}") from exc
+    return _client
+
+
+def _reset_client() -> None:
+    global _client
+    _client = None
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    import requests
+
+    return isinstance(exc, (ConnectionError, requests.exceptions.ConnectionError, requests.exceptions.Timeout))
+
+
+def _not_found(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "does not exist" in text or "not found" in text or "404" in text
+
+
+def job_environment(attempt: Attempt, run_token: str) -> dict[str, str]:
+    base = settings.BARREL_PUBLIC_URL.rstrip("/")
+    return {
+        "BARREL_API_URL": base,
+        "BARREL_RUN_ID": str(attempt.run_id),
+        "BARREL_ATTEMPT": str(attempt.id),
+        "BARREL_RUN_TOKEN": run_token,
+        "MLFLOW_TRACKING_URI": f"{base}/mlflow",
+        "MLFLOW_RUN_ID": str(attempt.run_id),
+        "MLFLOW_TRACKING_TOKEN": run_token,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _runtime_env(attempt: Attempt, run_token: str) -> dict[str, Any]:
+    env: dict[str, Any] = {"env_vars": job_environment(attempt, run_token)}
+    if settings.JOB_SHIP_CODE:
+        # Ship the workers package with the job: the cluster runs the code this control plane
+        # validated the config against, not whatever a node has installed.
+        import workers
+
+        env["py_modules"] = [str(Path(workers.__file__).parent)]
+        env["excludes"] = ["__pycache__", "*.pyc"]
+    return env
+
+
+def _issue_run_token(attempt: Attempt) -> str:
+    secret = new_secret(RUN_TOKEN_PREFIX)
+    RunToken.objects.create(run_id=attempt.run_id, attempt=attempt, digest=digest(secret))
+    return secret
+
+
+def attempt_dispatch(*, attempt_id: str) -> str:
+    """QUEUED → DISPATCHING, then submit. Returns what happened, for logs and tests.
+
+    Safe to call any number of times: a second call either finds the attempt past QUEUED and
+    re-submits under the same submission_id (which Ray refuses as a duplicate), or does nothing.
+    """
+    services.transition(attempt_id, [S.QUEUED], S.DISPATCHING)
+    attempt = Attempt.objects.filter(id=attempt_id).first()
+    if attempt is None or attempt.status != S.DISPATCHING:
+        return "skipped"
+    services.attempt_count_dispatch_try(attempt_id)
+    client = ray_client()
+    with transaction.atomic():
+        token = _issue_run_token(attempt)
+    try:
+        client.submit_job(
+            entrypoint=settings.JOB_ENTRYPOINT,
+            submission_id=str(attempt.id),
+            runtime_env=_runtime_env(attempt, token),
+            metadata={"barrel_run": str(attempt.run_id), "barrel_attempt": str(attempt.number)},
+        )
+        outcome = "submitted"
+    except Exception as exc:  # noqa: BLE001
+        if "already exists" in str(exc):
+            outcome = "duplicate"
+        elif _is_connection_error(exc):
+            _reset_client()
+            raise RayUnavailable(str(exc)) from exc
+        else:
+            raise
+    Attempt.objects.filter(id=attempt_id, submitted_at__isnull=True).update(submitted_at=timezone.now())
+    # A cancel that landed between our transition and the submit: stop what we just started.
+    if Attempt.objects.filter(id=attempt_id, status=S.CANCELLING).exists():
+        attempt_stop(attempt_id=attempt_id)
+    logger.info("attempt %s of run %s: %s", attempt_id, attempt.run_id, outcome)
+    return outcome
+
+
+def attempt_fail_dispatch(*, attempt_id: str, reason: str) -> None:
+    services.transition(attempt_id, [S.QUEUED, S.DISPATCHING], S.FAILED, reason=reason)
+
+
+def attempt_stop(*, attempt_id: str) -> None:
+    try:
+        ray_client().stop_job(str(attempt_id))
+    except RayUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        if _is_connection_error(exc):
+            _reset_client()
+            raise RayUnavailable(str(exc)) from exc
+        if not _not_found(exc):
+            raise
+        # No job yet: the reconciler settles it once the dispatch grace has passed.
+
+
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*$")
+
+
+def failure_reason(message: str, logs: str) -> str:
+    """A one-line reason a person can act on: Ray's message, and the exception that ended the job."""
+    lines = [line for line in logs.splitlines() if _EXC_LINE.match(line.strip())]
+    head = (message or "job failed").strip().splitlines()[0] if (message or "").strip() else "job failed"
+    head = head[:300]
+    return f"{head} — {lines[-1].strip()[:500]}" if lines else head
+
+
+def _job_logs(attempt_id: str) -> str:
+    try:
+        logs: str = ray_client().get_job_logs(str(attempt_id))
+    except Exception:  # noqa: BLE001 - logs are a courtesy; the state is what matters
+        logger.warning("could not fetch logs of job %s", attempt_id, exc_info=True)
+        return ""
+    return logs[-settings.LOG_TAIL_CHARS :]
+
+
+def _settle(attempt: Attempt, info: Any) -> str:
+    status = str(getattr(info.status, "value", info.status))
+    aid = str(attempt.id)
+    if status == "PENDING":
+        if attempt.status == S.CANCELLING:
+            attempt_stop(attempt_id=aid)
+        return "pending"
+    if status == "RUNNING":
+        if attempt.status == S.CANCELLING:
+            attempt_stop(attempt_id=aid)
+            return "stopping"
+        services.transition(aid, [S.DISPATCHING], S.RUNNING)
+        return "running"
+    if status == "SUCCEEDED":
+        services.transition(aid, [S.DISPATCHING, S.RUNNING, S.CANCELLING], S.SUCCEEDED)
+        return "succeeded"
+    if status == "STOPPED":
+        services.transition(aid, [S.DISPATCHING, S.RUNNING, S.CANCELLING], S.CANCELLED, reason="stopped")
+        return "cancelled"
+    if status == "FAILED":
+        logs = _job_logs(aid)
+        reason = failure_reason(getattr(info, "message", "") or "", logs)
+        if attempt.status == S.CANCELLING:
+            services.transition(aid, [S.CANCELLING], S.CANCELLED, reason=reason, log_tail=logs)
+            return "cancelled"
+        services.transition(aid, [S.DISPATCHING, S.RUNNING], S.FAILED, reason=reason, log_tail=logs)
+        return "failed"
+    return status.lower()
+
+
+def _settle_missing(attempt: Attempt) -> str:
+    """Ray does not know the job. Either it was never submitted (a dispatcher died, or a cancel
+    raced ahead of it) or Ray lost it (head restarted, job deleted)."""
+    aid = str(attempt.id)
+    age = (timezone.now() - attempt.created_at).total_seconds()
+    if attempt.status == S.CANCELLING and (attempt.submitted_at is None or age > settings.DISPATCH_STALE_S):
+        services.transition(aid, [S.CANCELLING], S.CANCELLED, reason="cancelled before the job started")
+        return "cancelled"
+    if attempt.submitted_at is None:
+        if attempt.status == S.DISPATCHING and age > settings.DISPATCH_STALE_S:
+            from controlplane.runs.tasks import dispatch_attempt
+
+            dispatch_attempt.delay(aid)
+            return "redispatched"
+        return "waiting"
+    services.transition(
+        aid,
+        [S.DISPATCHING, S.RUNNING, S.CANCELLING],
+        S.FAILED,
+        reason=f"lost: Ray no longer knows job {aid} (the Ray head restarted or the job was deleted)",
+    )
+    return "lost"
+
+
+def runs_reconcile() -> dict[str, str]:
+    """Settle every non-terminal attempt against Ray. Runs every few seconds under Celery beat."""
+    outcomes: dict[str, str] = {}
+    attempts = services.attempts_active()
+    if not attempts:
+        return outcomes
+    try:
+        client = ray_client()
+    except RayUnavailable:
+        logger.warning("reconcile: Ray unreachable at %s; will retry", settings.RAY_ADDRESS)
+        return outcomes
+    for attempt in attempts:
+        try:
+            try:
+                info = client.get_job_info(str(attempt.id))
+            except Exception as exc:  # noqa: BLE001
+                if _is_connection_error(exc):
+                    _reset_client()
+                    logger.warning("reconcile: lost Ray connection; will retry")
+                    return outcomes
+                if not _not_found(exc):
+                    raise
+                outcomes[str(attempt.id)] = _settle_missing(attempt)
+                continue
+            outcomes[str(attempt.id)] = _settle(attempt, info)
+        except RayUnavailable:
+            return outcomes
+        except Exception:  # noqa: BLE001 - one bad attempt must not stop the others settling
+            logger.exception("reconcile: attempt %s", attempt.id)
+            outcomes[str(attempt.id)] = "error"
+    return outcomes
+

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+
+from controlplane.teams.models import Project
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "QUEUED"
+    DISPATCHING = "DISPATCHING"
+    RUNNING = "RUNNING"
+    CANCELLING = "CANCELLING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+# States in which a Ray job may exist and the reconciler must look at it.
+ACTIVE = frozenset({RunStatus.DISPATCHING, RunStatus.RUNNING, RunStatus.CANCELLING})
+
+
+class Run(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    name = models.CharField(max_length=200)
+    recipe = models.CharField(max_length=64)
+    # The fully resolved config (defaults filled in, seed chosen): what the job runs.
+    config = models.JSONField()
+    tags = ArrayField(models.CharField(max_length=64), default=list, blank=True)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    failure_reason = models.TextField(blank=True, default="")
+    log_tail = models.TextField(blank=True, default="")
+    cloned_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["project", "-created_at"], name="run_project_created"),
+            models.Index(fields=["status"], name="run_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} {self.name}"
+
+
+class Attempt(models.Model):
+    """One dispatch of a run to Ray. Its uuid is the Ray submission_id, so a retried dispatch
+    can never start a second job."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    dispatch_tries = models.PositiveIntegerField(default=0)
+    failure_reason = models.TextField(blank=True, default="")
+    log_tail = models.TextField(blank=True, default="")
+    # What is needed to reproduce the attempt. The config and seeds are fixed at creation;
+    # the code version and packages are reported by the job when it starts.
+    config = models.JSONField()
+    seeds = models.JSONField(default=dict)
+    code_version = models.CharField(max_length=100, blank=True, default="")
+    packages = models.JSONField(default=dict, blank=True)
+    python = models.CharField(max_length=32, blank=True, default="")
+    hostname = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "number"], name="attempt_run_number_unique")]
+        indexes = [models.Index(fields=["status"], name="attempt_status")]
+
+
+class RunToken(models.Model):
+    """Bearer token valid only for reporting into one run (metrics, samples, checkpoints)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tokens")
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="tokens")
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)

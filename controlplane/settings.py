@@ -1,0 +1,169 @@
+"""Barrel control plane settings: one module, every value from the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controlplane.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("BARREL_DEBUG", False)
+# A fixed default keeps `make demo` one command; any real deployment sets BARREL_SECRET_KEY.
+SECRET_KEY = env_str("BARREL_SECRET_KEY", "barrel-insecure-dev-key-set-BARREL_SECRET_KEY-in-production")
+ALLOWED_HOSTS = env_list("BARREL_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("BARREL_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "controlplane.teams",
+    "controlplane.runs",
+    "controlplane.metrics",
+    "controlplane.checkpoints",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+ASGI_APPLICATION = "controlplane.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {"context_processors": ["django.template.context_processors.request"]},
+    }
+]
+
+DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/barrel")
+DATABASES = {"default": database_from_url(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [REDIS_URL],
+            # Bounded per-client buffers: a stalled websocket client loses messages (and is told
+            # to resync) instead of growing Redis without limit or slowing ingestion.
+            "capacity": env_int("BARREL_WS_CAPACITY", 200),
+            "expiry": 30,
+            "prefix": "barrel:asgi",
+        },
+    }
+}
+
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = env_str("BARREL_CELERY_QUEUE", "barrel")
+RECONCILE_INTERVAL_S = env_float("BARREL_RECONCILE_INTERVAL_S", 2.0)
+CELERY_BEAT_SCHEDULE = {
+    # expires: a reconcile that could not start in time is dropped, never piled up.
+    "reconcile-runs": {
+        "task": "runs.reconcile",
+        "schedule": RECONCILE_INTERVAL_S,
+        "options": {"expires": RECONCILE_INTERVAL_S * 2},
+    },
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+]
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+FRONTEND_DIST = Path(env_str("BARREL_FRONTEND_DIST", str(BASE_DIR / "frontend" / "dist")))
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "controlplane.teams.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "controlplane.teams.auth.RunTokenScope",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "controlplane.api.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "controlplane.api.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Barrel API",
+    "DESCRIPTION": (
+        "Control plane for RL post-training of language models. Authenticate with a session "
+        "or `Authorization: Bearer <token>` (user tokens from POST /api/v1/tokens; run tokens "
+        "are valid only for reporting into their own run). Non-finite floats travel as the "
+        'strings "NaN", "Infinity" and "-Infinity".'
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+}
+
+# Ray / dispatch
+RAY_ADDRESS = env_str("BARREL_RAY_ADDRESS", "http://127.0.0.1:8265")
+# The URL a Ray job uses to reach this control plane.
+BARREL_PUBLIC_URL = env_str("BARREL_PUBLIC_URL", "http://127.0.0.1:8000")
+JOB_ENTRYPOINT = env_str("BARREL_JOB_ENTRYPOINT", "python -m workers.entrypoint")
+# Ship the workers package with each job (py_modules) so a remote cluster runs the code the run
+# was submitted with; a local head can run the checkout in place instead.
+JOB_SHIP_CODE = env_bool("BARREL_JOB_SHIP_CODE", True)
+DISPATCH_MAX_RETRIES = env_int("BARREL_DISPATCH_MAX_RETRIES", 5)
+# A DISPATCHING attempt Ray has not heard of after this long is submitted again (same
+# submission_id, so never twice) — repairs a dispatcher that died between row and job.
+DISPATCH_STALE_S = env_float("BARREL_DISPATCH_STALE_S", 60.0)
+LOG_TAIL_CHARS = env_int("BARREL_LOG_TAIL_CHARS", 8000)
+
+# Metrics ingest limits
+METRICS_MAX_POINTS_PER_BATCH = env_int("BARREL_METRICS_MAX_POINTS", 10_000)
+METRICS_MAX_BODY_BYTES = env_int("BARREL_METRICS_MAX_BODY_BYTES", 2_000_000)
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(METRICS_MAX_BODY_BYTES, 2_621_440) + 1
+METRICS_MAX_READ_POINTS = env_int("BARREL_METRICS_MAX_READ_POINTS", 10_000)
+# Writes to a finished run are accepted for this long (late flushes of the job's reporter).
+METRICS_FINISHED_GRACE_S = env_float("BARREL_METRICS_FINISHED_GRACE_S", 300.0)
+# Per-token ingest rate limit (requests per second); 0 disables. Batches are large, so a
+# well-behaved reporter sends a few requests a second.
+METRICS_RATE_LIMIT_RPS = env_float("BARREL_METRICS_RATE_LIMIT_RPS", 100.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("BARREL_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from controlplane.teams.models import ApiToken, Membership, Project, Role, Team
+
+
+class TeamRefSerializer(serializers.ModelSerializer[Team]):
+    class Meta:
+        model = Team
+        fields = ["id", "slug", "name"]
+
+
+class TeamSerializer(serializers.ModelSerializer[Team]):
+    role = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Team
+        fields = ["id", "slug", "name", "role", "created_at"]
+
+    def get_role(self, team: Team) -> str | None:
+        user = self.context["request"].user
+        membership = next((m for m in team.memberships.all() if m.user_id == user.id), None)
+        return membership.role if membership else None
+
+
+class TeamCreateSerializer(serializers.Serializer[None]):
+    name = serializers.CharField(max_length=200)
+    slug = serializers.SlugField(max_length=64, required=False, allow_blank=True)
+
+
+class MemberSerializer(serializers.ModelSerializer[Membership]):
+    user_id = serializers.IntegerField(source="user.id", read_only=True)
+    username = serializers.CharField(source="user.username", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["user_id", "username", "role", "created_at"]
+
+
+class MemberSetSerializer(serializers.Serializer[None]):
+    username = serializers.CharField(max_length=150)
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class ProjectSerializer(serializers.ModelSerializer[Project]):
+    team = TeamRefSerializer(read_only=True)
+
+    class Meta:
+        model = Project
+        fields = ["id", "name", "description", "team", "created_at"]
+
+
+class ProjectCreateSerializer(serializers.Serializer[None]):
+    team = serializers.SlugField(help_text="Team slug.")
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class TokenSerializer(serializers.ModelSerializer[ApiToken]):
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+
+
+class TokenCreateSerializer(serializers.Serializer[None]):
+    username = serializers.CharField(required=False, help_text="Needed unless you are already signed in.")
+    password = serializers.CharField(required=False, style={"input_type": "password"}, write_only=True)
+    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=100)
+
+
+class TokenCreatedSerializer(serializers.Serializer[None]):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    token = serializers.CharField(help_text="The secret. Shown once; store it now.")
+    created_at = serializers.DateTimeField()
+
+
+class UserSerializer(serializers.Serializer[None]):
+    id = serializers.IntegerField()
+    username = serializers.CharField()
+
+
+class SessionSerializer(serializers.Serializer[None]):
+    user = UserSerializer(allow_null=True)
+
+
+class LoginSerializer(serializers.Serializer[None]):
+    username = serializers.CharField()
+    password = serializers.CharField(style={"input_type": "password"}, write_only=True)

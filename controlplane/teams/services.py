@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from controlplane.api import ApiError
+from controlplane.teams.models import ApiToken, Membership, Project, Role, Team
+from controlplane.teams.selectors import has_role
+from controlplane.teams.tokens import USER_TOKEN_PREFIX, digest, new_secret
+
+
+def token_create(*, user: Any, name: str = "") -> tuple[ApiToken, str]:
+    """A new user token. The secret is returned once and never stored."""
+    secret = new_secret(USER_TOKEN_PREFIX)
+    token = ApiToken.objects.create(user=user, name=name, digest=digest(secret), prefix=secret[:10])
+    return token, secret
+
+
+def token_revoke(*, user: Any, token_id: int) -> bool:
+    return bool(
+        ApiToken.objects.filter(id=token_id, user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    )
+
+
+@transaction.atomic
+def team_create(*, user: Any, name: str, slug: str = "") -> Team:
+    slug = slug or slugify(name)
+    if not slug:
+        raise ApiError("A team needs a slug made of letters, digits, - or _.", fields={"slug": ["required"]})
+    if Team.objects.filter(slug=slug).exists():
+        raise ApiError(f"Team slug '{slug}' is taken.", code="conflict", fields={"slug": ["already exists"]})
+    team = Team.objects.create(slug=slug, name=name or slug)
+    Membership.objects.create(team=team, user=user, role=Role.ADMIN)
+    return team
+
+
+@transaction.atomic
+def membership_set(*, actor: Any, team: Team, username: str, role: Role) -> Membership:
+    if not has_role(actor, team.id, Role.ADMIN):
+        raise ApiError("Only team admins can change members.", code="permission_denied", status_code=403)
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ApiError(f"No user '{username}'.", fields={"username": ["no such user"]})
+    membership, _ = Membership.objects.update_or_create(team=team, user=user, defaults={"role": role})
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, actor: Any, team: Team, user_id: int) -> None:
+    if not has_role(actor, team.id, Role.ADMIN):
+        raise ApiError("Only team admins can change members.", code="permission_denied", status_code=403)
+    target = Membership.objects.select_for_update().filter(team=team, user_id=user_id).first()
+    if target is None:
+        raise ApiError("Not a member of this team.", code="not_found", status_code=404)
+    admins = Membership.objects.select_for_update().filter(team=team, role=Role.ADMIN)
+    if target.role == Role.ADMIN and admins.count() == 1:
+        raise ApiError("A team keeps at least one admin.", code="conflict", status_code=409)
+    target.delete()
+
+
+def project_get_or_create(*, user: Any, team: Team, name: str) -> Project:
+    project = Project.objects.filter(team=team, name=name).first()
+    if project is not None:
+        return project
+    if not has_role(user, team.id, Role.MEMBER):
+        raise ApiError("Viewers cannot create projects.", code="permission_denied", status_code=403)
+    project, _ = Project.objects.get_or_create(team=team, name=name)
+    return project

@@ -1,0 +1,91 @@
+"""Personas (healthchecks style): an owner, a teammate, a viewer and an outsider."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from controlplane.runs import services as run_services
+from controlplane.runs.models import Attempt, Run
+from controlplane.runs.models import RunToken
+from controlplane.teams.models import Membership, Project, Role, Team
+from controlplane.teams.services import token_create
+from controlplane.teams.tokens import RUN_TOKEN_PREFIX, digest, new_secret
+
+
+@dataclass
+class Persona:
+    user: Any
+    token: str
+    client: APIClient
+
+
+def _persona(username: str) -> Persona:
+    user = get_user_model().objects.create_user(username=username, password=f"{username}-password")
+    _, secret = token_create(user=user, name="tests")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return Persona(user, secret, client)
+
+
+@pytest.fixture
+def team(db: Any) -> Team:
+    return Team.objects.create(slug="lab", name="Lab")
+
+
+@pytest.fixture
+def project(team: Team) -> Project:
+    return Project.objects.create(team=team, name="default")
+
+
+@pytest.fixture
+def owner(team: Team) -> Persona:
+    p = _persona("alice")
+    Membership.objects.create(team=team, user=p.user, role=Role.ADMIN)
+    return p
+
+
+@pytest.fixture
+def teammate(team: Team) -> Persona:
+    p = _persona("bob")
+    Membership.objects.create(team=team, user=p.user, role=Role.MEMBER)
+    return p
+
+
+@pytest.fixture
+def viewer(team: Team) -> Persona:
+    p = _persona("carol")
+    Membership.objects.create(team=team, user=p.user, role=Role.VIEWER)
+    return p
+
+
+@pytest.fixture
+def outsider(db: Any) -> Persona:
+    p = _persona("mallory")
+    other = Team.objects.create(slug="other", name="Other")
+    Membership.objects.create(team=other, user=p.user, role=Role.ADMIN)
+    return p
+
+
+@pytest.fixture
+def run(owner: Persona, project: Project) -> Run:
+    return run_services.run_submit(user=owner.user, project=project.id, recipe="smoke", config={"steps": 3})
+
+
+def run_token_for(run: Run) -> str:
+    attempt = Attempt.objects.filter(run=run).order_by("-number").first()
+    assert attempt is not None
+    secret = new_secret(RUN_TOKEN_PREFIX)
+    RunToken.objects.create(run=run, attempt=attempt, digest=digest(secret))
+    return secret
+
+
+@pytest.fixture
+def run_client(run: Run) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {run_token_for(run)}")
+    return client

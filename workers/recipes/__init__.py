@@ -1,0 +1,47 @@
+"""Recipe registry: name → typed config model and the runner that executes it.
+
+The registry imports only config models (pydantic), never the runners, so the control plane can
+validate configs without importing torch or Ray-side code.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from workers.recipes.base import RecipeConfig
+from workers.recipes.smoke.config import SmokeConfig
+
+
+@dataclass(frozen=True)
+class RecipeSpec:
+    name: str
+    description: str
+    config_model: type[RecipeConfig]
+    # "module:function"; the function takes (config, context) and returns None or raises.
+    runner: str
+
+    def load_runner(self) -> Callable[..., Any]:
+        module_name, func_name = self.runner.split(":")
+        module = importlib.import_module(module_name)
+        func: Callable[..., Any] = getattr(module, func_name)
+        return func
+
+
+RECIPES: dict[str, RecipeSpec] = {
+    spec.name: spec
+    for spec in [
+        RecipeSpec(
+            name="smoke",
+            description="A few Ray tasks per step that report metrics; options to fail or run long.",
+            config_model=SmokeConfig,
+            runner="workers.recipes.smoke.run:run",
+        ),
+    ]
+}
+
+
+def get_recipe(name: str) -> RecipeSpec | None:
+    return RECIPES.get(name)

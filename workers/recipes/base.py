@@ -1,0 +1,22 @@
+"""The typed config every recipe extends.
+
+The control plane validates submitted configs against these models (and shows their JSON
+schema in the API docs), so a bad value answers 400 before anything is dispatched.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RecipeConfig(BaseModel):
+    """Fields shared by every recipe. Unknown fields are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="Random seed. When omitted, the control plane picks one and records it on the attempt.",
+    )

@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from pydantic import Field
+
+from workers.recipes.base import RecipeConfig
+
+
+class SmokeConfig(RecipeConfig):
+    """A few Ray tasks per step that report metrics: proves the loop before a real recipe."""
+
+    steps: int = Field(default=20, ge=1, le=1_000_000, description="Number of steps to run.")
+    interval_s: float = Field(default=0.2, ge=0.0, le=3600.0, description="Sleep between steps, seconds.")
+    tasks_per_step: int = Field(default=2, ge=1, le=64, description="Ray tasks launched per step.")
+    fail_at_step: int | None = Field(
+        default=None, ge=0, description="Raise an error at this step, to exercise failure handling."
+    )
