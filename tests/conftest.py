@@ -10,8 +10,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from controlplane.runs import services as run_services
-from controlplane.runs.models import Attempt, Run
-from controlplane.runs.models import RunToken
+from controlplane.runs.models import Attempt, Run, RunToken
 from controlplane.teams.models import Membership, Project, Role, Team
 from controlplane.teams.services import token_create
 from controlplane.teams.tokens import RUN_TOKEN_PREFIX, digest, new_secret
@@ -89,3 +88,22 @@ def run_client(run: Run) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {run_token_for(run)}")
     return client
+
+
+@pytest.fixture(scope="session")
+def ray_address(tmp_path_factory: pytest.TempPathFactory):
+    """A real local Ray head for the session (GCS off 6379, which is Redis's port here).
+    Set BARREL_TEST_RAY_ADDRESS to use one that is already running."""
+    import os
+
+    from controlplane.devstack import Stack
+
+    if address := os.environ.get("BARREL_TEST_RAY_ADDRESS"):
+        yield address
+        return
+    stack = Stack(state_dir=tmp_path_factory.mktemp("ray"), ray_gcs_port=6381, ray_dashboard_port=8266, ray_cpus=2)
+    stack.start_ray()
+    try:
+        yield stack.ray_address
+    finally:
+        stack.stop()

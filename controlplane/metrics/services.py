@@ -20,7 +20,14 @@ from controlplane.events import json_float, publish_on_commit
 KEY_RE = re.compile(r"^[\w./\- @:]+$")
 MAX_KEY_LEN = 250
 MAX_STEP = 2**63 - 1
-NON_FINITE = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf, "-Infinity": -math.inf, "-inf": -math.inf}
+NON_FINITE = {
+    "NaN": math.nan,
+    "nan": math.nan,
+    "Infinity": math.inf,
+    "inf": math.inf,
+    "-Infinity": -math.inf,
+    "-inf": -math.inf,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,9 +199,17 @@ def metrics_read(
                 "WHERE series_id = %s AND step BETWEEN %s AND %s",
                 [sid, lo, hi],
             )
-            count, first, last = cur.fetchone()  # type: ignore[misc]
-            entry: dict[str, Any] = {"key": key, "count": count, "step": [], "min": [], "max": [], "mean": [], "last": []}
-            if count:
+            count, first, last = cur.fetchone() or (0, None, None)
+            entry: dict[str, Any] = {
+                "key": key,
+                "count": count,
+                "step": [],
+                "min": [],
+                "max": [],
+                "mean": [],
+                "last": [],
+            }
+            if count and first is not None and last is not None:
                 if count <= max_points:
                     cur.execute(
                         "SELECT step, value, value, value, value FROM metrics_metricpoint "

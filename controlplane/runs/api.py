@@ -31,11 +31,7 @@ def get_run(request: Request, run_id: int) -> Run:
 
 
 def _detail(run_id: int, request: Request) -> Run:
-    return (
-        selectors.runs_visible_to(request.user)
-        .prefetch_related("attempts")
-        .get(id=run_id)
-    )
+    return selectors.runs_visible_to(request.user).prefetch_related("attempts").get(id=run_id)
 
 
 class RecipeListView(APIView):
@@ -131,5 +127,3 @@ class RunEnvironmentView(APIView):
         fields = dict(data.validated_data)
         services.attempt_report_environment(run=run, attempt_id=str(fields.pop("attempt")), **fields)
         return Response({"ok": True})
-
-

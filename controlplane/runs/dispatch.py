@@ -37,7 +37,7 @@ def ray_client() -> Any:
 
         try:
             _client = JobSubmissionClient(settings.RAY_ADDRESS)
-        except Exception as exc:  # noqa: BLE001 - Ray raises bare ConnectionError/RuntimeError
+        except Exception as exc:
             raise RayUnavailable(f"cannot reach Ray at {settings.RAY_ADDRESS}: {exc}") from exc
     return _client
 
@@ -112,7 +112,7 @@ def attempt_dispatch(*, attempt_id: str) -> str:
             metadata={"barrel_run": str(attempt.run_id), "barrel_attempt": str(attempt.number)},
         )
         outcome = "submitted"
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         if "already exists" in str(exc):
             outcome = "duplicate"
         elif _is_connection_error(exc):
@@ -137,7 +137,7 @@ def attempt_stop(*, attempt_id: str) -> None:
         ray_client().stop_job(str(attempt_id))
     except RayUnavailable:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         if _is_connection_error(exc):
             _reset_client()
             raise RayUnavailable(str(exc)) from exc
@@ -160,7 +160,7 @@ def failure_reason(message: str, logs: str) -> str:
 def _job_logs(attempt_id: str) -> str:
     try:
         logs: str = ray_client().get_job_logs(str(attempt_id))
-    except Exception:  # noqa: BLE001 - logs are a courtesy; the state is what matters
+    except Exception:
         logger.warning("could not fetch logs of job %s", attempt_id, exc_info=True)
         return ""
     return logs[-settings.LOG_TAIL_CHARS :]
@@ -235,7 +235,7 @@ def runs_reconcile() -> dict[str, str]:
         try:
             try:
                 info = client.get_job_info(str(attempt.id))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 if _is_connection_error(exc):
                     _reset_client()
                     logger.warning("reconcile: lost Ray connection; will retry")
@@ -247,8 +247,7 @@ def runs_reconcile() -> dict[str, str]:
             outcomes[str(attempt.id)] = _settle(attempt, info)
         except RayUnavailable:
             return outcomes
-        except Exception:  # noqa: BLE001 - one bad attempt must not stop the others settling
+        except Exception:
             logger.exception("reconcile: attempt %s", attempt.id)
             outcomes[str(attempt.id)] = "error"
     return outcomes
-

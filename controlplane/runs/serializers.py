@@ -80,7 +80,9 @@ class RunSubmitSerializer(serializers.Serializer[None]):
         required=False, default=dict, help_text="Validated against the recipe's schema (GET /api/v1/recipes)."
     )
     tags = serializers.ListField(
-        child=serializers.RegexField(r"^[\w.:/@+-]{1,64}$", error_messages={"invalid": "letters, digits and _.:/@+- only, at most 64"}),
+        child=serializers.RegexField(
+            r"^[\w.:/@+-]{1,64}$", error_messages={"invalid": "letters, digits and _.:/@+- only, at most 64"}
+        ),
         required=False,
         default=list,
         max_length=50,

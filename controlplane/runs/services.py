@@ -186,7 +186,11 @@ def run_cancel(*, user: Any, run: Run) -> Run:
 def run_clone(*, user: Any, run: Run, name: str = "") -> Run:
     config = dict(run.config)
     return run_submit(
-        user=user, project=run.project_id, recipe=run.recipe, config=config, name=name or f"{run.name}-clone",
+        user=user,
+        project=run.project_id,
+        recipe=run.recipe,
+        config=config,
+        name=name or f"{run.name}-clone",
         tags=list(run.tags),
     )
 

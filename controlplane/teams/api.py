@@ -4,8 +4,8 @@ from typing import Any
 
 from django.contrib.auth import authenticate, login, logout
 from django.db.models import Prefetch
-from django.views.decorators.csrf import csrf_protect, ensure_csrf_cookie
 from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_protect, ensure_csrf_cookie
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.generics import get_object_or_404
@@ -116,7 +116,9 @@ class TeamListView(APIView):
     @extend_schema(responses=TeamSerializer(many=True), summary="Your teams")
     def get(self, request: Request) -> Response:
         paginator = Pagination()
-        page = paginator.paginate_queryset(_teams_with_my_membership(request.user).order_by("slug"), request, self)
+        page: list[Any] | None = paginator.paginate_queryset(
+            _teams_with_my_membership(request.user).order_by("slug"), request, self
+        )
         return paginator.get_paginated_response(TeamSerializer(page, many=True, context={"request": request}).data)
 
     @extend_schema(request=TeamCreateSerializer, responses={201: TeamSerializer}, summary="Create a team")
@@ -135,13 +137,18 @@ class MemberListView(APIView):
         members = team.memberships.select_related("user").order_by("user__username")
         return Response(MemberSerializer(members, many=True).data)
 
-    @extend_schema(request=MemberSetSerializer, responses={200: MemberSerializer}, summary="Add a member or change a role")
+    @extend_schema(
+        request=MemberSetSerializer, responses={200: MemberSerializer}, summary="Add a member or change a role"
+    )
     def post(self, request: Request, team_id: int) -> Response:
         team = get_object_or_404(selectors.teams_of(request.user), id=team_id)
         data = MemberSetSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         membership = services.membership_set(
-            actor=request.user, team=team, username=data.validated_data["username"], role=Role(data.validated_data["role"])
+            actor=request.user,
+            team=team,
+            username=data.validated_data["username"],
+            role=Role(data.validated_data["role"]),
         )
         return Response(MemberSerializer(membership).data)
 

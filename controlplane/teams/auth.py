@@ -77,7 +77,7 @@ class BearerTokenAuthentication(BaseAuthentication):
 class RunTokenScope(BasePermission):
     message = "A run token may only report into its own run."
 
-    def has_permission(self, request: Request, view: "APIView") -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         if not isinstance(request.auth, RunToken):
             return True
         if not getattr(view, "run_token_allowed", False):

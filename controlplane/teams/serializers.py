@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from controlplane.teams.models import ApiToken, Membership, Project, Role, Team
@@ -69,7 +71,7 @@ class TokenCreateSerializer(serializers.Serializer[None]):
     name = serializers.CharField(required=False, allow_blank=True, default="", max_length=100)
 
 
-class TokenCreatedSerializer(serializers.Serializer[None]):
+class TokenCreatedSerializer(serializers.Serializer[dict[str, Any]]):
     id = serializers.IntegerField()
     name = serializers.CharField()
     token = serializers.CharField(help_text="The secret. Shown once; store it now.")

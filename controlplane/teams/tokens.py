@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-USER_TOKEN_PREFIX = "brl_"
-RUN_TOKEN_PREFIX = "brr_"
+USER_TOKEN_PREFIX = "brl_"  # noqa: S105 - a prefix, not a secret
+RUN_TOKEN_PREFIX = "brr_"  # noqa: S105
 
 
 def new_secret(prefix: str) -> str:

@@ -124,7 +124,9 @@ def test_a_run_token_stops_working_after_the_run_ended_and_the_grace_passed(run:
 
 def test_user_tokens_are_stored_hashed_shown_once_and_revocable(owner: Persona):
     client = APIClient()
-    created = client.post("/api/v1/tokens", {"username": "alice", "password": "alice-password", "name": "ci"}, format="json")
+    created = client.post(
+        "/api/v1/tokens", {"username": "alice", "password": "alice-password", "name": "ci"}, format="json"
+    )
     assert created.status_code == 201
     secret = created.json()["token"]
     stored = ApiToken.objects.get(id=created.json()["id"])
@@ -162,7 +164,9 @@ def test_session_login_then_csrf_protected_writes(owner: Persona):
     csrf = client.cookies["csrftoken"].value
     no_csrf = client.post("/api/v1/runs", {"project": "lab/x", "recipe": "smoke"}, format="json")
     assert no_csrf.status_code == 403
-    with_csrf = client.post("/api/v1/runs", {"project": "lab/x", "recipe": "smoke"}, format="json", HTTP_X_CSRFTOKEN=csrf)
+    with_csrf = client.post(
+        "/api/v1/runs", {"project": "lab/x", "recipe": "smoke"}, format="json", HTTP_X_CSRFTOKEN=csrf
+    )
     assert with_csrf.status_code == 201
 
 

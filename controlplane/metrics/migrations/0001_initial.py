@@ -5,35 +5,52 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('runs', '0001_initial'),
+        ("runs", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MetricSeries',
+            name="MetricSeries",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=250)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='series', to='runs.run')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=250)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="series", to="runs.run"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='MetricPoint',
+            name="MetricPoint",
             fields=[
-                ('pk', models.CompositePrimaryKey('series_id', 'step', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('step', models.BigIntegerField()),
-                ('value', models.FloatField()),
-                ('time', models.DateTimeField()),
-                ('series', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='points', to='metrics.metricseries')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "series_id", "step", blank=True, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("step", models.BigIntegerField()),
+                ("value", models.FloatField()),
+                ("time", models.DateTimeField()),
+                (
+                    "series",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="points",
+                        to="metrics.metricseries",
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='metricseries',
-            constraint=models.UniqueConstraint(fields=('run', 'key'), name='series_run_key_unique'),
+            model_name="metricseries",
+            constraint=models.UniqueConstraint(fields=("run", "key"), name="series_run_key_unique"),
         ),
     ]

@@ -59,16 +59,14 @@ def _rollout_task(seed: int, step: int, task: int, total_steps: int) -> list[flo
 
 
 def run(config: SmokeConfig, ctx: RunContext) -> None:
-    """Steps are numbered 1..``steps``; ``fail_at_step=N`` raises at the start of step N, after
-    steps 1..N-1 were reported (``fail_at_step=0`` fails before the first step)."""
+    """Steps are numbered 0..``steps``-1 (the metric step); ``fail_at_step=N`` raises at the start
+    of step N, after steps 0..N-1 were reported."""
     if not ray.is_initialized():
         ray.init()
     seed = config.seed if config.seed is not None else 0
     process = psutil.Process()
     psutil.cpu_percent(interval=None)  # the first reading is meaningless; prime it
-    if config.fail_at_step == 0:
-        raise RuntimeError("smoke recipe failing on purpose at step 0")
-    for step in range(1, config.steps + 1):
+    for step in range(config.steps):
         if config.fail_at_step == step:
             raise RuntimeError(f"smoke recipe failing on purpose at step {step}")
         started = time.perf_counter()
@@ -83,12 +81,13 @@ def run(config: SmokeConfig, ctx: RunContext) -> None:
         metrics["system/rss_gb"] = process.memory_info().rss / 2**30
         ctx.reporter.log(metrics, step)
         ctx.logger.info(
-            "step %d/%d reward/mean=%.3f policy/loss=%.3f step=%.2fs",
+            "step %d (%d/%d) reward/mean=%.3f policy/loss=%.3f step_s=%.2f",
             step,
+            step + 1,
             config.steps,
             metrics["reward/mean"],
             metrics["policy/loss"],
             metrics["time/step_s"],
         )
-        if config.interval_s > 0 and step < config.steps:
+        if config.interval_s > 0 and step < config.steps - 1:
             time.sleep(config.interval_s)

@@ -1,0 +1,71 @@
+"""A thin REST client: turns transport failures and error answers into :class:`CliError`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from barrel_cli.errors import CliError, NetworkError, api_error_from_response
+
+USER_AGENT = "barrel-cli/0.1"
+
+
+class Api:
+    def __init__(self, url: str, token: str | None, *, timeout_s: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, str | int] | None = None,
+    ) -> Any:
+        target = f"/api/v1/{path.lstrip('/')}"
+        try:
+            response = self._http.request(method, target, json=json, params=params)
+        except httpx.TimeoutException as exc:
+            raise NetworkError(
+                f"{self.url} did not answer in time ({type(exc).__name__})",
+                hint="the control plane may be overloaded or restarting; try again",
+            ) from exc
+        except (httpx.TransportError, OSError) as exc:
+            raise NetworkError(
+                f"cannot reach {self.url}: {exc or type(exc).__name__}",
+                hint="is the control plane running? Check the URL (`barrel login --url`, or BARREL_URL)",
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise CliError(f"request to {self.url} failed: {exc}") from exc
+        if response.status_code >= 400:
+            raise api_error_from_response(response)
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise CliError(
+                f"{self.url}{target} did not answer JSON",
+                hint="is this URL a Barrel control plane (and not a proxy's page)?",
+            ) from exc
+
+    def get(self, path: str, **params: str | int | None) -> Any:
+        clean = {k: v for k, v in params.items() if v is not None}
+        return self.request("GET", path, params=clean or None)
+
+    def post(self, path: str, body: Any = None) -> Any:
+        return self.request("POST", path, json=body)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Api:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,242 @@
+"""``barrel``: submit, list, watch and cancel runs on a Barrel control plane.
+
+Exit codes: 0 success; 1 error (network, API, or the watched run failed); 2 bad usage or a run
+config the control plane rejected; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from barrel_cli.client import Api
+from barrel_cli.config import DEFAULT_URL, config_path, load_config, normalize_url, resolve_credentials, save_config
+from barrel_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError
+from barrel_cli.formatting import project_label, runs_table
+from barrel_cli.submission import build_submission
+from barrel_cli.watch import watch
+
+STATUSES = ("QUEUED", "DISPATCHING", "RUNNING", "CANCELLING", "SUCCEEDED", "FAILED", "CANCELLED")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="barrel", description="Barrel: RL post-training runs from the terminal.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("login", help="get an API token and save it", description="Get an API token and save it.")
+    p.add_argument("--url", help=f"control plane URL (default: BARREL_URL, the saved URL, or {DEFAULT_URL})")
+    p.add_argument("--username", "-u", help="default: asked for")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+
+    p = sub.add_parser(
+        "submit",
+        help="submit a run from a YAML file",
+        description="Submit a run. The YAML file has project, name, recipe, config and tags.",
+    )
+    p.add_argument("file", type=Path, metavar="CONFIG.yaml")
+    p.add_argument("--project", help="team/project (overrides the file)")
+    p.add_argument("--name", help="run name (overrides the file)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override a value (YAML-typed); paths outside project/name/recipe/tags go under config",
+    )
+    p.add_argument("--json", action="store_true", help="print the created run as JSON")
+
+    p = sub.add_parser("runs", help="list runs", description="List runs, newest first.")
+    p.add_argument("--status", type=str.upper, choices=STATUSES, metavar="STATUS", help=", ".join(STATUSES))
+    p.add_argument("--project", help="team/project, or a project id")
+    p.add_argument("--team", help="team slug")
+    p.add_argument("--name", help="runs whose name contains this")
+    p.add_argument("--limit", type=_positive_int, default=20, help="at most this many (default 20)")
+    p.add_argument("--json", action="store_true", help="print the runs as JSON")
+
+    p = sub.add_parser(
+        "watch",
+        help="follow a run live",
+        description="Follow a run live. Exits 0 if it succeeds, 1 if it fails or is cancelled.",
+    )
+    p.add_argument("run_id", metavar="ID", type=_run_id)
+
+    p = sub.add_parser("cancel", help="cancel a run", description="Cancel a run.")
+    p.add_argument("run_id", metavar="ID", type=_run_id)
+    return parser
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from exc
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
+
+
+def _run_id(value: str) -> str:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a run id (a number, as `barrel runs` shows)")
+    return value
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def _api(environ: Mapping[str, str]) -> tuple[Api, str | None]:
+    creds = resolve_credentials(environ)
+    if not creds.token:
+        raise CliError(f"not logged in to {creds.url}", hint="run `barrel login` or set BARREL_TOKEN")
+    return Api(creds.url, creds.token), creds.token
+
+
+def cmd_login(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    path = config_path(environ)
+    stored = load_config(path)
+    url = normalize_url(args.url or environ.get("BARREL_URL") or stored.get("url") or DEFAULT_URL)
+    username = args.username or input("Username: ").strip()
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = getpass.getpass(f"Password for {username} at {url}: ")
+    if not username or not password:
+        raise CliError("a username and a password are needed", exit_code=EXIT_USAGE)
+    with Api(url, None) as api:
+        try:
+            answer = api.post("tokens", {"username": username, "password": password, "name": _token_name()})
+        except ApiError as exc:
+            if exc.status in (400, 401, 403):
+                exc.hint = "check the username and password"
+            raise
+    token = answer.get("token") if isinstance(answer, dict) else None
+    if not token:
+        raise CliError(f"{url} answered without a token", hint="is this URL a Barrel control plane?")
+    save_config(path, url=url, token=str(token))
+    print(f"Logged in to {url} as {username}; token saved to {path}")
+    if environ.get("BARREL_TOKEN"):
+        print("note: BARREL_TOKEN is set and takes precedence over the saved token")
+    return 0
+
+
+def _token_name() -> str:
+    return f"cli@{socket.gethostname()}"[:100]
+
+
+def cmd_submit(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    body = build_submission(args.file, project=args.project, name=args.name, overrides=args.overrides)
+    api, _ = _api(environ)
+    with api:
+        try:
+            run = api.post("runs", body)
+        except ApiError as exc:
+            if exc.status == 400:
+                print(f"the control plane rejected the run: {exc.message}", file=sys.stderr)
+                for path, messages in exc.fields.items():
+                    for message in messages:
+                        print(f"  {path}: {message}", file=sys.stderr)
+                return EXIT_USAGE
+            raise
+    if args.json:
+        print(json.dumps(run, indent=2))
+        return 0
+    print(f"run {run.get('id')} submitted: {run.get('name')} ({run.get('recipe')}) in {project_label(run)}")
+    print(f"status: {run.get('status')}")
+    print(f"follow it with: barrel watch {run.get('id')}")
+    return 0
+
+
+def resolve_project(api: Api, project: str) -> dict[str, str | int]:
+    """Query parameters for ``GET /runs`` from ``team/project`` or a project id."""
+    if project.isdigit():
+        return {"project": int(project)}
+    team, sep, name = project.partition("/")
+    if not sep or not team or not name:
+        raise CliError(f"--project {project!r}: expected team/project or a project id", exit_code=EXIT_USAGE)
+    page = api.get("projects", team=team, limit=1000)
+    results = page.get("results", []) if isinstance(page, dict) else page
+    for candidate in results or []:
+        if isinstance(candidate, dict) and candidate.get("name") == name:
+            return {"team": team, "project": int(candidate["id"])}
+    raise CliError(f"no project {name!r} in team {team!r}", hint="`barrel runs --team TEAM` lists the team's runs")
+
+
+def cmd_runs(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    api, _ = _api(environ)
+    with api:
+        params: dict[str, str | int] = {"limit": args.limit}
+        if args.status:
+            params["status"] = args.status
+        if args.team:
+            params["team"] = args.team
+        if args.name:
+            params["name"] = args.name
+        if args.project:
+            params.update(resolve_project(api, args.project))
+        page = api.request("GET", "runs", params=params)
+    results: list[dict[str, Any]] = page.get("results", []) if isinstance(page, dict) else list(page or [])
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    if not results:
+        print("no runs")
+        return 0
+    print(runs_table(results))
+    count = page.get("count") if isinstance(page, dict) else None
+    if isinstance(count, int) and count > len(results):
+        print(f"({len(results)} of {count} runs; --limit shows more)")
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    api, token = _api(environ)
+    with api:
+        return watch(api, token, args.run_id)
+
+
+def cmd_cancel(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    api, _ = _api(environ)
+    with api:
+        run = api.post(f"runs/{args.run_id}/cancel")
+    status = run.get("status") if isinstance(run, dict) else None
+    print(f"run {args.run_id}: {status or 'cancel requested'}")
+    return 0
+
+
+COMMANDS = {
+    "login": cmd_login,
+    "submit": cmd_submit,
+    "runs": cmd_runs,
+    "watch": cmd_watch,
+    "cancel": cmd_cancel,
+}
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    env = os.environ if environ is None else environ
+    try:
+        return COMMANDS[args.command](args, env)
+    except CliError as exc:
+        print(exc.render(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `barrel runs | head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""``barrel watch ID``: live progress of one run over the websocket, resynced over REST.
+
+The websocket (``/ws/runs/{id}/``) sends a ``run.snapshot`` on connect, ``run.status`` on every
+state change, ``metrics.points`` per ingest batch, and ``resync`` when this client fell behind.
+When the connection drops, the watcher reconnects with backoff and refetches the run and the
+latest metric values over REST, so nothing it shows goes stale.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.sync.client import connect
+
+from barrel_cli.client import Api
+from barrel_cli.errors import CliError, NetworkError
+from barrel_cli.formatting import format_duration, format_value, run_duration
+
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+# Shown first when present; otherwise the first keys in name order.
+PREFERRED_KEYS = ("reward/mean", "policy/loss", "perf/samples_per_s", "time/step_s")
+MAX_KEYS_SHOWN = 4
+MAX_RECONNECT_DELAY_S = 15.0
+# Close codes the server uses for "not yours"/"not logged in": reconnecting cannot help.
+FATAL_CLOSE_CODES = {4401: "not authenticated", 4403: "not allowed", 4404: "run not found"}
+
+
+def ws_url(base_url: str, run_id: str) -> str:
+    parts = urlsplit(base_url.rstrip("/"))
+    scheme = {"https": "wss", "http": "ws"}.get(parts.scheme, parts.scheme)
+    return urlunsplit((scheme, parts.netloc, f"{parts.path}/ws/runs/{run_id}/", "", ""))
+
+
+def exit_code_for(status: str) -> int:
+    """0 when the run succeeded, 1 when it failed or was cancelled."""
+    return 0 if status == "SUCCEEDED" else 1
+
+
+@dataclass
+class WatchState:
+    run: dict[str, Any] = field(default_factory=dict)
+    step: int | None = None
+    latest: dict[str, tuple[int, Any]] = field(default_factory=dict)  # key → (step, value)
+
+    @property
+    def status(self) -> str:
+        return str(self.run.get("status", "?"))
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def apply(self, message: dict[str, Any]) -> str:
+        """Updates the state from one websocket message; returns its type ("resync" asks for REST)."""
+        kind = str(message.get("type", ""))
+        if kind in ("run.snapshot", "run.status") and isinstance(message.get("run"), dict):
+            self.run = message["run"]
+        elif kind == "metrics.points":
+            for point in message.get("points") or []:
+                if isinstance(point, dict):
+                    self.add_point(str(point.get("key")), point.get("step"), point.get("value"))
+        return kind
+
+    def add_point(self, key: str, step: Any, value: Any) -> None:
+        if not isinstance(step, int):
+            return
+        previous = self.latest.get(key)
+        if previous is None or step >= previous[0]:
+            self.latest[key] = (step, value)
+        self.step = step if self.step is None else max(self.step, step)
+
+    def load_keys(self, keys: list[dict[str, Any]]) -> None:
+        """From ``GET /runs/{id}/metrics/keys``."""
+        for entry in keys:
+            if isinstance(entry, dict):
+                self.add_point(str(entry.get("key")), entry.get("last_step"), entry.get("last_value"))
+
+    def shown_keys(self) -> list[str]:
+        keys = [k for k in PREFERRED_KEYS if k in self.latest]
+        keys += sorted(k for k in self.latest if k not in keys)
+        return keys[:MAX_KEYS_SHOWN]
+
+    def line(self, now: datetime | None = None) -> str:
+        parts = [f"run {self.run.get('id', '?')} {self.status}"]
+        if self.step is not None:
+            parts.append(f"step {self.step}")
+        parts += [f"{key}={format_value(self.latest[key][1])}" for key in self.shown_keys()]
+        elapsed = run_duration(self.run, now) if self.run.get("started_at") else None
+        if elapsed is not None:
+            parts.append(f"elapsed {format_duration(elapsed)}")
+        return "  ".join(parts)
+
+
+class Display:
+    """One rewritten line on a terminal; plain lines, at most one a second, when piped."""
+
+    def __init__(self, out: TextIO, *, tty: bool | None = None) -> None:
+        self.out = out
+        self.tty = out.isatty() if tty is None else tty
+        self._last_line = ""
+        self._last_print = 0.0
+        self._last_status = ""
+        self._dirty = False
+
+    def show(self, state: WatchState, *, force: bool = False) -> None:
+        line = state.line()
+        if self.tty:
+            width = shutil.get_terminal_size((120, 20)).columns
+            self.out.write("\r\x1b[2K" + line[: max(10, width - 1)])
+            self.out.flush()
+            self._dirty = True
+            return
+        now = time.monotonic()
+        status_changed = state.status != self._last_status
+        if line != self._last_line and (force or status_changed or now - self._last_print >= 1.0):
+            self.out.write(line + "\n")
+            self.out.flush()
+            self._last_line, self._last_print, self._last_status = line, now, state.status
+
+    def message(self, text: str) -> None:
+        self.end_line()
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def end_line(self) -> None:
+        if self.tty and self._dirty:
+            self.out.write("\n")
+            self._dirty = False
+
+
+def resync(api: Api, run_id: str, state: WatchState) -> None:
+    run = api.get(f"runs/{run_id}")
+    if isinstance(run, dict):
+        state.run = run
+    try:
+        keys = api.get(f"runs/{run_id}/metrics/keys")
+    except CliError:
+        return  # the run is what matters; metric values catch up with the next points
+    if isinstance(keys, dict) and isinstance(keys.get("keys"), list):
+        state.load_keys(keys["keys"])
+
+
+def report_end(api: Api, run_id: str, state: WatchState, display: Display) -> int:
+    display.show(state, force=True)
+    display.end_line()
+    status = state.status
+    if status == "FAILED":
+        try:
+            detail = api.get(f"runs/{run_id}")
+        except CliError:
+            detail = state.run
+        reason = str(detail.get("failure_reason") or "(no reason recorded)")
+        display.message(f"run {run_id} FAILED: {reason}")
+        tail = str(detail.get("log_tail") or "").rstrip()
+        if tail:
+            display.message("--- last lines of the job log ---\n" + tail)
+    elif status == "CANCELLED":
+        display.message(f"run {run_id} was cancelled")
+    else:
+        display.message(f"run {run_id} {status}")
+    return exit_code_for(status)
+
+
+def watch(
+    api: Api,
+    token: str | None,
+    run_id: str,
+    *,
+    out: TextIO = sys.stdout,
+    tty: bool | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    display = Display(out, tty=tty)
+    state = WatchState()
+    resync(api, run_id, state)  # a wrong id or missing login fails here, with the API's message
+    if state.terminal:
+        return report_end(api, run_id, state, display)
+    display.show(state, force=True)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    url = ws_url(api.url, run_id)
+    failures = 0
+    while True:
+        try:
+            with connect(url, additional_headers=headers, open_timeout=10, close_timeout=2) as ws:
+                if failures:
+                    resync(api, run_id, state)
+                    display.message(f"reconnected to {url}")
+                failures = 0
+                while True:
+                    try:
+                        raw = ws.recv(timeout=1.0)
+                    except TimeoutError:
+                        display.show(state)  # keeps "elapsed" ticking
+                        continue
+                    try:
+                        message = json.loads(raw)
+                    except (TypeError, ValueError):
+                        continue
+                    if not isinstance(message, dict):
+                        continue
+                    if state.apply(message) == "resync":
+                        resync(api, run_id, state)
+                    if state.terminal:
+                        return report_end(api, run_id, state, display)
+                    display.show(state)
+        except InvalidStatus as exc:
+            status = exc.response.status_code
+            if status in (401, 403, 404):
+                raise CliError(
+                    f"the live feed of run {run_id} was refused (HTTP {status})",
+                    hint="check the id and your login (`barrel login`)",
+                ) from exc
+            reason = f"HTTP {status}"
+        except ConnectionClosed as exc:
+            code = exc.rcvd.code if exc.rcvd is not None else None
+            if code in FATAL_CLOSE_CODES:
+                raise CliError(
+                    f"the live feed of run {run_id} was closed: {FATAL_CLOSE_CODES[code]}",
+                    hint="check the id and your login (`barrel login`)",
+                ) from exc
+            reason = f"connection closed ({code})" if code else "connection lost"
+        except (OSError, InvalidHandshake, TimeoutError) as exc:
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        failures += 1
+        delay = min(MAX_RECONNECT_DELAY_S, 0.5 * 2 ** min(failures, 6))
+        display.message(f"live feed lost ({reason}); reconnecting in {delay:.0f}s")
+        sleep(delay)
+        try:
+            resync(api, run_id, state)
+        except NetworkError:
+            continue  # still down; the next connect attempt backs off further
+        if state.terminal:
+            return report_end(api, run_id, state, display)
+        display.show(state, force=True)

@@ -1,0 +1,23 @@
+import { Route, Routes } from "react-router";
+
+import { Layout } from "./components/Layout";
+import { LoginPage } from "./pages/login/LoginPage";
+import { RunPage } from "./pages/run/RunPage";
+import { RunsPage } from "./pages/runs/RunsPage";
+
+function NotFound() {
+  return <p>There is no page here.</p>;
+}
+
+export function App() {
+  return (
+    <Routes>
+      <Route path="/login" element={<LoginPage />} />
+      <Route element={<Layout />}>
+        <Route index element={<RunsPage />} />
+        <Route path="runs/:id" element={<RunPage />} />
+        <Route path="*" element={<NotFound />} />
+      </Route>
+    </Routes>
+  );
+}

@@ -1,0 +1,156 @@
+/**
+ * One TanStack Query hook per API operation. Mutations update or invalidate
+ * exactly the queries they affect; live websocket messages patch the same
+ * cache entries (see pages/run/live.ts).
+ */
+import {
+  keepPreviousData,
+  queryOptions,
+  useMutation,
+  useQuery,
+  useQueryClient,
+  type QueryClient,
+} from "@tanstack/react-query";
+
+import { apiRequest } from "./client";
+import { applyLatePoints, chunkKeys, emptySeries, liveBufferFor, seriesFromWire, type SeriesByKey } from "./metrics";
+import { queryKeys } from "./queryKeys";
+import {
+  isTerminal,
+  type LoginRequest,
+  type MetricKeysResponse,
+  type MetricsResponse,
+  type Paginated,
+  type RunDetail,
+  type RunListParams,
+  type RunSummary,
+  type SessionResponse,
+} from "./types";
+
+/** Server-side downsampling bound per series. */
+export const MAX_POINTS = 1000;
+/** The runs table polls; a few seconds keeps statuses live without websockets per row. */
+export const RUNS_REFETCH_MS = 2000;
+
+// ---------------------------------------------------------------- session
+
+export function useSession() {
+  return useQuery({
+    queryKey: queryKeys.session,
+    // Also sets the csrftoken cookie that unsafe calls need.
+    queryFn: ({ signal }) => apiRequest<SessionResponse>("/session", { signal }),
+    staleTime: 60_000,
+  });
+}
+
+export function useLogin() {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: (credentials: LoginRequest) =>
+      apiRequest<SessionResponse>("/session", { method: "POST", body: credentials }),
+    onSuccess: (session) => {
+      // Data cached under a previous user must not leak into this one.
+      queryClient.removeQueries({ predicate: (q) => q.queryKey[0] !== "session" });
+      queryClient.setQueryData(queryKeys.session, session);
+    },
+  });
+}
+
+export function useLogout() {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: () => apiRequest<void>("/session", { method: "DELETE" }),
+    onSettled: () => {
+      queryClient.removeQueries({ predicate: (q) => q.queryKey[0] !== "session" });
+      queryClient.setQueryData<SessionResponse>(queryKeys.session, { user: null });
+    },
+  });
+}
+
+// ---------------------------------------------------------------- runs
+
+export function useRuns(params: RunListParams) {
+  return useQuery({
+    queryKey: queryKeys.runList(params),
+    queryFn: ({ signal }) =>
+      apiRequest<Paginated<RunSummary>>("/runs", { query: { ...params }, signal }),
+    placeholderData: keepPreviousData,
+    refetchInterval: RUNS_REFETCH_MS,
+  });
+}
+
+export function useRun(runId: number) {
+  return useQuery({
+    queryKey: queryKeys.runDetail(runId),
+    queryFn: ({ signal }) => apiRequest<RunDetail>(`/runs/${runId}`, { signal }),
+    // The websocket pushes status changes; this slow poll only covers a
+    // socket that is down.
+    refetchInterval: (query) => {
+      const status = query.state.data?.status;
+      return status && isTerminal(status) ? false : 10_000;
+    },
+  });
+}
+
+export function useCancelRun(runId: number) {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: () => apiRequest<RunDetail>(`/runs/${runId}/cancel`, { method: "POST" }),
+    onSuccess: (run) => {
+      queryClient.setQueryData(queryKeys.runDetail(runId), run);
+      void queryClient.invalidateQueries({ queryKey: queryKeys.runLists });
+    },
+  });
+}
+
+// ---------------------------------------------------------------- metrics
+
+export function metricKeysOptions(runId: number) {
+  return queryOptions({
+    queryKey: queryKeys.metricKeys(runId),
+    queryFn: ({ signal }) => apiRequest<MetricKeysResponse>(`/runs/${runId}/metrics/keys`, { signal }),
+    // Kept current by the websocket; refetched on resync.
+    staleTime: Number.POSITIVE_INFINITY,
+  });
+}
+
+export function useMetricKeys(runId: number) {
+  return useQuery(metricKeysOptions(runId));
+}
+
+/** Keys first, then their downsampled series, in as few requests as the URL length allows. */
+export async function fetchRunSeries(
+  queryClient: QueryClient,
+  runId: number,
+  signal?: AbortSignal,
+): Promise<SeriesByKey> {
+  const startedAt = performance.now();
+  // staleTime 1 s: reuse keys that the page just fetched, but refetch after a resync.
+  const { keys } = await queryClient.fetchQuery({ ...metricKeysOptions(runId), staleTime: 1000 });
+  const names = keys.map((k) => k.key);
+  const responses = await Promise.all(
+    chunkKeys(names).map((chunk) =>
+      apiRequest<MetricsResponse>(`/runs/${runId}/metrics`, {
+        query: { keys: chunk, max_points: MAX_POINTS },
+        signal,
+      }),
+    ),
+  );
+  const fetched: SeriesByKey = {};
+  for (const name of names) fetched[name] = emptySeries(name);
+  for (const response of responses) {
+    for (const wire of response.series) fetched[wire.key] = seriesFromWire(wire);
+  }
+  // Points pushed while these requests were in flight may be missing from them.
+  return applyLatePoints(fetched, liveBufferFor(runId).since(startedAt));
+}
+
+export function useMetricSeries(runId: number) {
+  const queryClient = useQueryClient();
+  return useQuery({
+    queryKey: queryKeys.metricSeries(runId),
+    queryFn: ({ signal }) => fetchRunSeries(queryClient, runId, signal),
+    // Live points patch this entry; a resync invalidates it.
+    staleTime: Number.POSITIVE_INFINITY,
+  });
+}

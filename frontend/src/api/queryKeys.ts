@@ -1,0 +1,15 @@
+import type { RunListParams } from "./types";
+
+/**
+ * Query keys in one place. Everything about one run sits under ["run", id] so
+ * a websocket resync can invalidate exactly that run; lists sit under ["runs"].
+ */
+export const queryKeys = {
+  session: ["session"] as const,
+  runLists: ["runs"] as const,
+  runList: (params: RunListParams) => ["runs", params] as const,
+  run: (runId: number) => ["run", runId] as const,
+  runDetail: (runId: number) => ["run", runId, "detail"] as const,
+  metricKeys: (runId: number) => ["run", runId, "metric-keys"] as const,
+  metricSeries: (runId: number) => ["run", runId, "metric-series"] as const,
+};

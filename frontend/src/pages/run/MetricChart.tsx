@@ -1,0 +1,109 @@
+import { memo, useEffect, useRef } from "react";
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+
+import { formatMetricValue } from "../../api/nonfinite";
+import type { Series } from "../../api/metrics";
+import { formatTicks, isRaw, isZoomedX, latestValue, toUplotData } from "./charts";
+
+const HEIGHT = 170;
+const LINE = "#1f5fbf";
+const BAND = "rgba(31, 95, 191, 0.16)";
+
+function chartOptions(title: string, width: number, onXScale: (plot: uPlot) => void): uPlot.Options {
+  return {
+    width,
+    height: HEIGHT,
+    scales: { x: { time: false } },
+    legend: { show: true, live: true },
+    cursor: { drag: { x: true, y: false } },
+    series: [
+      { label: "step", value: (_u, v) => (v == null ? "–" : String(v)) },
+      {
+        label: title.includes("/") ? "mean" : title,
+        stroke: LINE,
+        width: 1.5,
+        spanGaps: false,
+        value: (_u, v) => formatMetricValue(v),
+      },
+      // min and max are drawn only as the band between them.
+      { label: "min", stroke: "transparent", points: { show: false }, value: (_u, v) => formatMetricValue(v) },
+      { label: "max", stroke: "transparent", points: { show: false }, value: (_u, v) => formatMetricValue(v) },
+    ],
+    bands: [{ series: [3, 2], fill: BAND }],
+    hooks: { setScale: [(plot, scaleKey) => scaleKey === "x" && onXScale(plot)] },
+    axes: [
+      { stroke: "#555", grid: { stroke: "#eee" }, ticks: { stroke: "#ddd" }, values: (_u, splits) => formatTicks(splits) },
+      {
+        stroke: "#555",
+        grid: { stroke: "#eee" },
+        ticks: { stroke: "#ddd" },
+        size: 60,
+        values: (_u, splits) => formatTicks(splits),
+      },
+    ],
+  };
+}
+
+interface MetricChartProps {
+  metricKey: string;
+  series: Series;
+}
+
+/**
+ * One uPlot chart per metric key. The chart is created once when the
+ * component mounts; new data (live points, refetches) goes in via setData.
+ */
+function MetricChartImpl({ metricKey, series }: MetricChartProps) {
+  const containerRef = useRef<HTMLDivElement>(null);
+  const plotRef = useRef<uPlot | null>(null);
+  const zoomedRef = useRef(false);
+
+  // Create the chart once, empty; the effect below feeds it.
+  useEffect(() => {
+    const container = containerRef.current;
+    if (!container) return;
+    const width = Math.max(200, container.clientWidth);
+    const onXScale = (plot: uPlot) => {
+      zoomedRef.current = isZoomedX(plot);
+    };
+    const plot = new uPlot(chartOptions(metricKey, width, onXScale), [[], [], [], []], container);
+    plotRef.current = plot;
+    zoomedRef.current = false;
+    const resize = new ResizeObserver(() => {
+      const next = Math.max(200, container.clientWidth);
+      if (next !== plot.width) plot.setSize({ width: next, height: HEIGHT });
+    });
+    resize.observe(container);
+    return () => {
+      resize.disconnect();
+      plot.destroy();
+      plotRef.current = null;
+    };
+  }, [metricKey]);
+
+  useEffect(() => {
+    // Rescale to the new data unless the user is looking at a zoomed range.
+    plotRef.current?.setData(toUplotData(series), !zoomedRef.current);
+  }, [series, metricKey]);
+
+  const latest = latestValue(series);
+  return (
+    <figure className="chart" data-testid={`chart-${metricKey}`}>
+      <figcaption className="chart-head">
+        <span className="chart-key" title={metricKey}>
+          {metricKey}
+        </span>
+        <span className="chart-stats num">
+          last {formatMetricValue(latest)} ·{" "}
+          <span data-testid={`points-${metricKey}`}>{series.step.length}</span> pts
+          {isRaw(series) ? "" : ` (${series.count} raw)`}
+        </span>
+      </figcaption>
+      <div ref={containerRef} className="chart-plot" />
+    </figure>
+  );
+}
+
+/** Memoised: a live batch for one key re-renders only that key's chart. */
+export const MetricChart = memo(MetricChartImpl);

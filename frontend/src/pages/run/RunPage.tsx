@@ -1,0 +1,235 @@
+import { Link, useParams } from "react-router";
+
+import { ApiError } from "../../api/client";
+import { useCancelRun, useMetricSeries, useRun } from "../../api/hooks";
+import { isTerminal, type Attempt, type RunDetail } from "../../api/types";
+import { ErrorBox } from "../../components/ErrorBox";
+import { StatusBadge } from "../../components/StatusBadge";
+import { useNow } from "../../components/useNow";
+import { formatDateTime, formatDuration, runDurationMs } from "../../format";
+import { groupByNamespace } from "./charts";
+import { MetricChart } from "./MetricChart";
+import { useRunLive, type LiveState } from "./useRunLive";
+
+export function RunPage() {
+  const { id } = useParams();
+  const runId = Number(id);
+  if (!Number.isInteger(runId) || runId <= 0) {
+    return <ErrorBox error={new Error(`"${id ?? ""}" is not a run id.`)} />;
+  }
+  // Keyed so that moving between runs starts from a clean socket and charts.
+  return <RunView key={runId} runId={runId} />;
+}
+
+function RunView({ runId }: { runId: number }) {
+  const run = useRun(runId);
+  const live = useRunLive(runId);
+
+  if (run.isPending) return <p className="muted">Loading run {runId}…</p>;
+  if (run.isError) {
+    const notFound = run.error instanceof ApiError && run.error.status === 404;
+    return (
+      <>
+        <ErrorBox error={run.error} title={notFound ? `Run ${runId} not found` : "Cannot load the run"} />
+        <p>
+          <Link to="/">← All runs</Link>
+        </p>
+      </>
+    );
+  }
+  return (
+    <article className="run-page">
+      <RunHeader run={run.data} live={live} />
+      {run.data.status === "FAILED" ? <FailureBox run={run.data} /> : null}
+      <Charts runId={runId} />
+      <Attempts attempts={run.data.attempts} />
+      <details className="panel">
+        <summary>Config</summary>
+        <pre className="code-block" data-testid="run-config">
+          {JSON.stringify(run.data.config, null, 2)}
+        </pre>
+      </details>
+    </article>
+  );
+}
+
+const LIVE_TEXT: Record<LiveState, string> = {
+  connecting: "connecting…",
+  open: "live",
+  closed: "reconnecting…",
+  "not-found": "no live feed",
+};
+
+function RunHeader({ run, live }: { run: RunDetail; live: LiveState }) {
+  const cancel = useCancelRun(run.id);
+  const now = useNow(1000);
+  const duration = runDurationMs(run, now);
+  const terminal = isTerminal(run.status);
+
+  const onCancel = () => {
+    if (window.confirm(`Cancel run ${run.id} “${run.name}”? Its Ray job will be stopped.`)) cancel.mutate();
+  };
+
+  return (
+    <header className="run-head">
+      <p className="crumbs">
+        <Link to="/">Runs</Link> / <span className="num">#{run.id}</span>
+      </p>
+      <div className="run-title">
+        <h1>{run.name}</h1>
+        <StatusBadge status={run.status} testId="run-status" />
+        <span className={`live live-${live}`} data-testid="live-state" title="websocket">
+          {LIVE_TEXT[live]}
+        </span>
+        <span className="spacer" />
+        {!terminal ? (
+          <button
+            type="button"
+            className="danger"
+            onClick={onCancel}
+            disabled={cancel.isPending || run.status === "CANCELLING"}
+            data-testid="cancel-run"
+          >
+            {run.status === "CANCELLING" || cancel.isPending ? "Cancelling…" : "Cancel run"}
+          </button>
+        ) : null}
+      </div>
+      {cancel.isError ? <ErrorBox error={cancel.error} title="Cancel failed" /> : null}
+      <dl className="facts">
+        <div>
+          <dt>project</dt>
+          <dd>
+            {run.project.team.slug}/{run.project.name}
+          </dd>
+        </div>
+        <div>
+          <dt>recipe</dt>
+          <dd>
+            <code>{run.recipe}</code>
+          </dd>
+        </div>
+        <div>
+          <dt>attempts</dt>
+          <dd className="num">{run.attempts.length}</dd>
+        </div>
+        <div>
+          <dt>created</dt>
+          <dd className="num" title={run.created_at}>
+            {formatDateTime(run.created_at)} by {run.created_by}
+          </dd>
+        </div>
+        <div>
+          <dt>started</dt>
+          <dd className="num">{formatDateTime(run.started_at)}</dd>
+        </div>
+        <div>
+          <dt>finished</dt>
+          <dd className="num">{formatDateTime(run.finished_at)}</dd>
+        </div>
+        <div>
+          <dt>duration</dt>
+          <dd className="num">{duration === null ? "–" : formatDuration(duration)}</dd>
+        </div>
+        {run.tags.length > 0 ? (
+          <div>
+            <dt>tags</dt>
+            <dd>
+              {run.tags.map((tag) => (
+                <span key={tag} className="tag">
+                  {tag}
+                </span>
+              ))}
+            </dd>
+          </div>
+        ) : null}
+      </dl>
+    </header>
+  );
+}
+
+function FailureBox({ run }: { run: RunDetail }) {
+  return (
+    <section className="failure" data-testid="run-failure">
+      <h2>Run failed</h2>
+      <p className="failure-reason">{run.failure_reason || "No reason was recorded."}</p>
+      {run.log_tail ? (
+        <>
+          <h3>Log tail</h3>
+          <pre className="code-block log-tail" data-testid="run-log-tail">
+            {run.log_tail}
+          </pre>
+        </>
+      ) : (
+        <p className="muted">No job log was kept.</p>
+      )}
+    </section>
+  );
+}
+
+function Charts({ runId }: { runId: number }) {
+  const series = useMetricSeries(runId);
+  if (series.isPending) return <p className="muted">Loading metrics…</p>;
+  if (series.isError) return <ErrorBox error={series.error} title="Cannot load metrics" />;
+  const groups = groupByNamespace(Object.keys(series.data));
+  if (groups.length === 0) {
+    return <p className="muted panel">No metrics yet. Charts appear as soon as the run reports its first points.</p>;
+  }
+  return (
+    <section className="charts" data-testid="charts">
+      {groups.map((group) => (
+        <section key={group.namespace} className="namespace">
+          <h2>{group.namespace}</h2>
+          <div className="chart-grid">
+            {group.keys.map((key) => {
+              const s = series.data[key];
+              return s ? <MetricChart key={key} metricKey={key} series={s} /> : null;
+            })}
+          </div>
+        </section>
+      ))}
+    </section>
+  );
+}
+
+function Attempts({ attempts }: { attempts: Attempt[] }) {
+  if (attempts.length === 0) return null;
+  return (
+    <details className="panel" open={attempts.some((a) => a.failure_reason)}>
+      <summary>Attempts ({attempts.length})</summary>
+      <table className="table">
+        <thead>
+          <tr>
+            <th className="num">#</th>
+            <th>status</th>
+            <th>created</th>
+            <th>started</th>
+            <th>finished</th>
+            <th>code</th>
+            <th>python</th>
+            <th>host</th>
+            <th>failure</th>
+          </tr>
+        </thead>
+        <tbody>
+          {attempts.map((a) => (
+            <tr key={a.id} title={`attempt ${a.id}`}>
+              <td className="num">{a.number}</td>
+              <td>
+                <StatusBadge status={a.status} />
+              </td>
+              <td className="num">{formatDateTime(a.created_at)}</td>
+              <td className="num">{formatDateTime(a.started_at)}</td>
+              <td className="num">{formatDateTime(a.finished_at)}</td>
+              <td>
+                <code>{a.code_version || "–"}</code>
+              </td>
+              <td className="num">{a.python || "–"}</td>
+              <td>{a.hostname || "–"}</td>
+              <td className="wrap">{a.failure_reason || ""}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </details>
+  );
+}

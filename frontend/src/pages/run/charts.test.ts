@@ -1,0 +1,93 @@
+import { describe, expect, it } from "vitest";
+
+import { formatTicks, groupByNamespace, isRaw, isZoomedX, namespaceOf, toUplotData } from "./charts";
+
+describe("namespaceOf", () => {
+  it("is the part before the first slash", () => {
+    expect(namespaceOf("reward/mean")).toBe("reward");
+    expect(namespaceOf("eval/gsm8k/acc")).toBe("eval");
+    expect(namespaceOf("loss")).toBe("other");
+    expect(namespaceOf("/odd")).toBe("other");
+  });
+});
+
+describe("groupByNamespace", () => {
+  it("orders known namespaces as the design lists them, then others, then keys without one", () => {
+    const groups = groupByNamespace([
+      "system/cpu_util",
+      "zeta/thing",
+      "loss",
+      "policy/loss",
+      "reward/std",
+      "reward/mean",
+      "alpha/x",
+      "policy/entropy",
+    ]);
+    expect(groups).toEqual([
+      { namespace: "reward", keys: ["reward/mean", "reward/std"] },
+      { namespace: "policy", keys: ["policy/entropy", "policy/loss"] },
+      { namespace: "system", keys: ["system/cpu_util"] },
+      { namespace: "alpha", keys: ["alpha/x"] },
+      { namespace: "zeta", keys: ["zeta/thing"] },
+      { namespace: "other", keys: ["loss"] },
+    ]);
+  });
+
+  it("ignores duplicates and handles no keys", () => {
+    expect(groupByNamespace(["a/b", "a/b"])).toEqual([{ namespace: "a", keys: ["a/b"] }]);
+    expect(groupByNamespace([])).toEqual([]);
+  });
+});
+
+describe("toUplotData", () => {
+  it("orders columns step, mean, min, max with gaps for non-finite values", () => {
+    const data = toUplotData({
+      key: "k",
+      count: 3,
+      step: [1, 2, 3],
+      min: [0, Number.NaN, 1],
+      max: [2, Number.NaN, Number.POSITIVE_INFINITY],
+      mean: [1, Number.NaN, 2],
+      last: [1, Number.NaN, 2],
+    });
+    expect(data).toEqual([
+      [1, 2, 3],
+      [1, null, 2],
+      [0, null, 1],
+      [2, null, null],
+    ]);
+  });
+});
+
+describe("isRaw", () => {
+  it("is true when every bucket is a single point, NaN included", () => {
+    expect(isRaw({ key: "k", count: 2, step: [1, 2], min: [1, Number.NaN], max: [1, Number.NaN], mean: [1, Number.NaN], last: [1, Number.NaN] })).toBe(true);
+    expect(isRaw({ key: "k", count: 5, step: [1], min: [0], max: [1], mean: [0.5], last: [1] })).toBe(false);
+  });
+});
+
+describe("formatTicks", () => {
+  it("uses as many decimals as the tick spacing needs", () => {
+    expect(formatTicks([0, 0.0005, 0.001])).toEqual(["0.0000", "0.0005", "0.0010"]);
+    expect(formatTicks([0, 0.25, 0.5, 0.75])).toEqual(["0.00", "0.25", "0.50", "0.75"]);
+    expect(formatTicks([0, 1000, 2000])).toEqual(["0", "1000", "2000"]);
+  });
+
+  it("switches to scientific notation for very fine or very large ticks", () => {
+    expect(formatTicks([0, 0.00001, 0.00002])).toEqual(["0", "1e-5", "2e-5"]);
+    expect(formatTicks([2e6, 4e6])).toEqual(["2e+6", "4e+6"]);
+    expect(formatTicks([1.5e-6, 2e-6])).toEqual(["1.5e-6", "2.0e-6"]);
+  });
+});
+
+describe("isZoomedX", () => {
+  const data: [number[], number[]] = [[0, 10, 20], [1, 2, 3]];
+  it("is false while the x scale covers all the data", () => {
+    expect(isZoomedX({ data, scales: { x: { min: 0, max: 20 } } })).toBe(false);
+    expect(isZoomedX({ data: [[], []], scales: { x: { min: 0, max: 1 } } })).toBe(false);
+  });
+  it("is true when the user narrowed the x range", () => {
+    expect(isZoomedX({ data, scales: { x: { min: 5, max: 20 } } })).toBe(true);
+    expect(isZoomedX({ data, scales: { x: { min: 0, max: 15 } } })).toBe(true);
+  });
+});

@@ -1,0 +1,116 @@
+import type uPlot from "uplot";
+
+import { toPlottable } from "../../api/nonfinite";
+import type { Series } from "../../api/metrics";
+
+/** Namespaces in the order the design lists them; others follow alphabetically. */
+export const NAMESPACE_ORDER = [
+  "reward",
+  "response_length",
+  "policy",
+  "offpolicy",
+  "mismatch",
+  "time",
+  "idle",
+  "perf",
+  "sandbox",
+  "reward_pipeline",
+  "eval",
+  "system",
+] as const;
+
+/** Keys without a "/" have no namespace; they are shown last under this name. */
+export const NO_NAMESPACE = "other";
+
+/** The part of a key before the first "/". */
+export function namespaceOf(key: string): string {
+  const slash = key.indexOf("/");
+  return slash > 0 ? key.slice(0, slash) : NO_NAMESPACE;
+}
+
+export interface NamespaceGroup {
+  namespace: string;
+  keys: string[];
+}
+
+function namespaceRank(namespace: string): number {
+  const known = (NAMESPACE_ORDER as readonly string[]).indexOf(namespace);
+  if (known >= 0) return known;
+  return namespace === NO_NAMESPACE ? NAMESPACE_ORDER.length + 1 : NAMESPACE_ORDER.length;
+}
+
+/** Group keys by namespace: known namespaces first in design order, keys sorted within. */
+export function groupByNamespace(keys: Iterable<string>): NamespaceGroup[] {
+  const groups = new Map<string, string[]>();
+  for (const key of new Set(keys)) {
+    const namespace = namespaceOf(key);
+    const list = groups.get(namespace);
+    if (list) list.push(key);
+    else groups.set(namespace, [key]);
+  }
+  return [...groups.entries()]
+    .sort(([a], [b]) => namespaceRank(a) - namespaceRank(b) || a.localeCompare(b))
+    .map(([namespace, list]) => ({ namespace, keys: list.sort((a, b) => a.localeCompare(b)) }));
+}
+
+/**
+ * uPlot columns [step, mean, min, max]. NaN and ±Infinity become null, which
+ * uPlot draws as a gap (a diverged loss shows as a hole, not a crash).
+ */
+export function toUplotData(series: Series): uPlot.AlignedData {
+  return [
+    series.step,
+    series.mean.map(toPlottable),
+    series.min.map(toPlottable),
+    series.max.map(toPlottable),
+  ];
+}
+
+/** True when every bucket holds one raw point, i.e. the band would be empty. */
+export function isRaw(series: Series): boolean {
+  return series.min.every((min, i) => Object.is(min, series.max[i]));
+}
+
+/** Latest value of the series (its last bucket's last point). */
+export function latestValue(series: Series): number | undefined {
+  return series.last[series.last.length - 1];
+}
+
+/**
+ * Labels for one axis's ticks, with just enough digits that neighbours differ.
+ * (uPlot's default goes through Intl.NumberFormat, which stops at three
+ * decimals and would label 0.0005 and 0.001 both as "0.001"; KL values live
+ * down there.)
+ */
+export function formatTicks(splits: readonly number[]): string[] {
+  const finite = splits.filter(Number.isFinite);
+  if (finite.length === 0) return splits.map(String);
+  let step = Number.POSITIVE_INFINITY;
+  for (let i = 1; i < finite.length; i++) {
+    const diff = Math.abs((finite[i] as number) - (finite[i - 1] as number));
+    if (diff > 0) step = Math.min(step, diff);
+  }
+  const maxAbs = Math.max(...finite.map(Math.abs));
+  const tolerance = Number.isFinite(step) ? step * 1e-6 : 1e-12;
+  let decimals = 0;
+  while (decimals < 12 && finite.some((v) => Math.abs(Number(v.toFixed(decimals)) - v) > tolerance)) decimals += 1;
+  if (maxAbs < 1e6 && decimals <= 4) return splits.map((v) => (Number.isFinite(v) ? v.toFixed(decimals) : ""));
+  // Very large or very fine: scientific notation with the fewest digits that keep labels distinct.
+  for (let digits = 0; digits <= 6; digits++) {
+    const labels = splits.map((v) => (v === 0 ? "0" : v.toExponential(digits)));
+    if (new Set(labels).size === new Set(splits).size) return labels;
+  }
+  return splits.map((v) => v.toExponential(6));
+}
+
+/**
+ * True when the x scale shows less than all the data, i.e. the user dragged to
+ * zoom. Live updates then keep the zoom instead of snapping back every second;
+ * a double click (uPlot's reset) shows everything and makes them follow again.
+ */
+export function isZoomedX(plot: Pick<uPlot, "data" | "scales">): boolean {
+  const xs = plot.data[0];
+  const { min, max } = plot.scales.x ?? {};
+  if (xs.length === 0 || min == null || max == null) return false;
+  return min > (xs[0] as number) || max < (xs[xs.length - 1] as number);
+}

@@ -1,0 +1,131 @@
+import { QueryClient } from "@tanstack/react-query";
+import { describe, expect, it } from "vitest";
+
+import { liveBufferFor, type SeriesByKey } from "../../api/metrics";
+import { queryKeys } from "../../api/queryKeys";
+import type { MetricKeysResponse, Paginated, RunDetail, RunSummary } from "../../api/types";
+import { applyRunMessage, parseMessage, runSocketUrl } from "./live";
+
+function summary(id: number, status: RunSummary["status"]): RunSummary {
+  return {
+    id,
+    name: `run-${id}`,
+    recipe: "smoke",
+    status,
+    tags: [],
+    project: { id: 1, name: "p", team: { id: 1, slug: "t", name: "T" } },
+    created_by: "demo",
+    created_at: "2025-01-01T00:00:00Z",
+    updated_at: "2025-01-01T00:00:00Z",
+    started_at: null,
+    finished_at: null,
+    failure_reason: "",
+  };
+}
+
+function detail(id: number, status: RunSummary["status"]): RunDetail {
+  return { ...summary(id, status), config: { steps: 3 }, log_tail: "", attempts: [] };
+}
+
+function client(): QueryClient {
+  // No retries or background work: these tests only read and patch the cache.
+  return new QueryClient({ defaultOptions: { queries: { retry: false, staleTime: Number.POSITIVE_INFINITY } } });
+}
+
+describe("runSocketUrl", () => {
+  it("follows the page's scheme", () => {
+    expect(runSocketUrl(12, { protocol: "http:", host: "localhost:8000" })).toBe("ws://localhost:8000/ws/runs/12/");
+    expect(runSocketUrl(12, { protocol: "https:", host: "barrel.example" })).toBe("wss://barrel.example/ws/runs/12/");
+  });
+});
+
+describe("parseMessage", () => {
+  it("accepts typed JSON objects only", () => {
+    expect(parseMessage('{"type":"resync"}')).toEqual({ type: "resync" });
+    expect(parseMessage("not json")).toBeNull();
+    expect(parseMessage('{"no":"type"}')).toBeNull();
+    expect(parseMessage(new ArrayBuffer(2))).toBeNull();
+  });
+});
+
+describe("applyRunMessage", () => {
+  it("appends metric points to the cached series and creates series for new keys", () => {
+    const qc = client();
+    const runId = 101;
+    const before: SeriesByKey = {
+      "reward/mean": { key: "reward/mean", count: 1, step: [1], min: [0.1], max: [0.1], mean: [0.1], last: [0.1] },
+    };
+    qc.setQueryData(queryKeys.metricSeries(runId), before);
+    qc.setQueryData<MetricKeysResponse>(queryKeys.metricKeys(runId), {
+      keys: [{ key: "reward/mean", count: 1, first_step: 1, last_step: 1, last_value: 0.1 }],
+    });
+
+    applyRunMessage(qc, runId, {
+      type: "metrics.points",
+      run_id: runId,
+      points: [
+        { key: "reward/mean", step: 2, value: 0.2 },
+        { key: "policy/loss", step: 2, value: "NaN" },
+      ],
+    });
+
+    const after = qc.getQueryData<SeriesByKey>(queryKeys.metricSeries(runId));
+    expect(after?.["reward/mean"]?.step).toEqual([1, 2]);
+    expect(after?.["policy/loss"]?.step).toEqual([2]);
+    expect(after?.["policy/loss"]?.mean[0]).toBeNaN();
+    const keys = qc.getQueryData<MetricKeysResponse>(queryKeys.metricKeys(runId))?.keys;
+    expect(keys?.map((k) => k.key)).toEqual(["reward/mean", "policy/loss"]);
+    expect(keys?.[0]).toMatchObject({ last_step: 2, last_value: 0.2 });
+    expect(keys?.[1]).toMatchObject({ last_value: "NaN" });
+  });
+
+  it("ignores points of another run", () => {
+    const qc = client();
+    qc.setQueryData<SeriesByKey>(queryKeys.metricSeries(1), {});
+    applyRunMessage(qc, 1, { type: "metrics.points", run_id: 2, points: [{ key: "k", step: 1, value: 1 }] });
+    expect(qc.getQueryData(queryKeys.metricSeries(1))).toEqual({});
+  });
+
+  it("buffers points that arrive before the first fetch lands", () => {
+    const qc = client();
+    const runId = 102;
+    applyRunMessage(qc, runId, { type: "metrics.points", run_id: runId, points: [{ key: "k", step: 7, value: 1 }] }, 5);
+    expect(qc.getQueryData(queryKeys.metricSeries(runId))).toBeUndefined();
+    expect(liveBufferFor(runId).since(5)).toEqual([{ key: "k", step: 7, value: 1 }]);
+  });
+
+  it("patches the run detail and the runs lists on a status change", () => {
+    const qc = client();
+    qc.setQueryData(queryKeys.runDetail(5), detail(5, "RUNNING"));
+    const listKey = queryKeys.runList({ limit: 50, offset: 0 });
+    qc.setQueryData<Paginated<RunSummary>>(listKey, {
+      count: 2,
+      next: null,
+      previous: null,
+      results: [summary(6, "QUEUED"), summary(5, "RUNNING")],
+    });
+    const untouched = qc.getQueryData<Paginated<RunSummary>>(listKey)?.results[0];
+
+    applyRunMessage(qc, 5, { type: "run.status", run: { ...summary(5, "FAILED"), failure_reason: "OOM" } });
+
+    const run = qc.getQueryData<RunDetail>(queryKeys.runDetail(5));
+    expect(run?.status).toBe("FAILED");
+    expect(run?.failure_reason).toBe("OOM");
+    expect(run?.config).toEqual({ steps: 3 }); // detail-only fields survive
+    expect(qc.getQueryState(queryKeys.runDetail(5))?.isInvalidated).toBe(true); // attempts and log_tail refetch
+    const list = qc.getQueryData<Paginated<RunSummary>>(listKey);
+    expect(list?.results[1]?.status).toBe("FAILED");
+    expect(list?.results[0]).toBe(untouched);
+  });
+
+  it("invalidates everything about the run on resync", () => {
+    const qc = client();
+    qc.setQueryData(queryKeys.runDetail(9), detail(9, "RUNNING"));
+    qc.setQueryData<SeriesByKey>(queryKeys.metricSeries(9), {});
+    qc.setQueryData(queryKeys.runDetail(10), detail(10, "RUNNING"));
+    applyRunMessage(qc, 9, { type: "resync" });
+    expect(qc.getQueryState(queryKeys.runDetail(9))?.isInvalidated).toBe(true);
+    expect(qc.getQueryState(queryKeys.metricSeries(9))?.isInvalidated).toBe(true);
+    expect(qc.getQueryState(queryKeys.runDetail(10))?.isInvalidated).toBe(false);
+  });
+});

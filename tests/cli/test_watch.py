@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime
+
+from barrel_cli.watch import Display, WatchState, exit_code_for, ws_url
+
+
+def test_the_websocket_url_follows_the_api_url() -> None:
+    assert ws_url("http://cp:8000", "12") == "ws://cp:8000/ws/runs/12/"
+    assert ws_url("https://barrel.example.com/prefix/", "3") == "wss://barrel.example.com/prefix/ws/runs/3/"
+
+
+def test_exit_codes_follow_the_final_status() -> None:
+    assert exit_code_for("SUCCEEDED") == 0
+    assert exit_code_for("FAILED") == 1
+    assert exit_code_for("CANCELLED") == 1
+
+
+def snapshot(status: str = "RUNNING") -> dict[str, object]:
+    return {
+        "type": "run.snapshot",
+        "run": {"id": 12, "status": status, "started_at": "2026-01-02T11:59:00Z", "finished_at": None},
+    }
+
+
+def test_messages_update_status_step_and_latest_values() -> None:
+    state = WatchState()
+    assert state.apply(snapshot()) == "run.snapshot"
+    state.apply(
+        {
+            "type": "metrics.points",
+            "run_id": 12,
+            "points": [
+                {"key": "reward/mean", "step": 3, "value": 0.5},
+                {"key": "reward/mean", "step": 2, "value": 0.1},  # older: ignored
+                {"key": "policy/loss", "step": 3, "value": "NaN"},
+                {"key": "zeta", "step": 1, "value": 1.0},
+            ],
+        }
+    )
+    assert state.step == 3
+    assert state.latest["reward/mean"] == (3, 0.5)
+    assert state.shown_keys() == ["reward/mean", "policy/loss", "zeta"]
+    line = state.line(now=datetime(2026, 1, 2, 12, 0, 5, tzinfo=UTC))
+    assert line == "run 12 RUNNING  step 3  reward/mean=0.5  policy/loss=NaN  zeta=1  elapsed 0:01:05"
+    assert state.apply({"type": "resync"}) == "resync"
+    state.apply({"type": "run.status", "run": {"id": 12, "status": "SUCCEEDED"}})
+    assert state.terminal
+
+
+def test_rest_resync_fills_the_latest_values() -> None:
+    state = WatchState()
+    state.load_keys([{"key": "reward/mean", "count": 9, "first_step": 1, "last_step": 9, "last_value": 0.8}])
+    assert (state.step, state.latest["reward/mean"]) == (9, (9, 0.8))
+
+
+def test_a_pipe_gets_plain_lines_without_repeats() -> None:
+    out = io.StringIO()
+    display = Display(out, tty=False)
+    state = WatchState()
+    state.apply(snapshot())
+    display.show(state)
+    display.show(state)  # unchanged: nothing new
+    state.apply(snapshot("SUCCEEDED"))
+    display.show(state)  # status change: printed at once
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "RUNNING" in lines[0] and "SUCCEEDED" in lines[1]
+    assert "\r" not in out.getvalue()
+
+
+def test_a_terminal_gets_one_rewritten_line() -> None:
+    out = io.StringIO()
+    display = Display(out, tty=True)
+    state = WatchState()
+    state.apply(snapshot())
+    display.show(state)
+    display.show(state)
+    display.message("done")
+    text = out.getvalue()
+    assert text.count("\r\x1b[2K") == 2
+    assert text.endswith("\ndone\n")

@@ -1,0 +1,92 @@
+"""Dispatch and reconcile against a real local Ray head."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.utils import timezone
+from ray.job_submission import JobSubmissionClient
+
+from controlplane.runs import dispatch
+from controlplane.runs.models import Attempt, Run, RunStatus
+from controlplane.runs.services import transition
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ray(settings, ray_address):
+    settings.RAY_ADDRESS = ray_address
+    # Nothing listens here: the job cannot report and soon exits, which these tests do not need.
+    settings.BARREL_PUBLIC_URL = "http://127.0.0.1:9"
+    dispatch._reset_client()
+    yield JobSubmissionClient(ray_address)
+    dispatch._reset_client()
+
+
+def test_dispatching_the_same_attempt_twice_starts_one_ray_job(ray, run: Run):
+    attempt = run.attempts.get()
+    assert dispatch.attempt_dispatch(attempt_id=str(attempt.id)) == "submitted"
+    assert dispatch.attempt_dispatch(attempt_id=str(attempt.id)) == "duplicate"
+    jobs = [j for j in ray.list_jobs() if j.submission_id == str(attempt.id)]
+    assert len(jobs) == 1
+    attempt.refresh_from_db()
+    assert attempt.status == RunStatus.DISPATCHING and attempt.submitted_at is not None
+    env = jobs[0].runtime_env["env_vars"]
+    assert env["BARREL_RUN_ID"] == str(run.id) and env["BARREL_ATTEMPT"] == str(attempt.id)
+    assert env["BARREL_RUN_TOKEN"].startswith("brr_") and env["MLFLOW_RUN_ID"] == str(run.id)
+    ray.stop_job(str(attempt.id))
+
+
+def test_a_cancelled_attempt_is_not_dispatched(ray, run: Run):
+    attempt = run.attempts.get()
+    transition(attempt.id, [RunStatus.QUEUED], RunStatus.CANCELLED)
+    assert dispatch.attempt_dispatch(attempt_id=str(attempt.id)) == "skipped"
+    assert not [j for j in ray.list_jobs() if j.submission_id == str(attempt.id)]
+
+
+def test_a_job_ray_no_longer_knows_ends_failed_as_lost(ray, run: Run):
+    attempt = run.attempts.get()
+    transition(attempt.id, [RunStatus.QUEUED], RunStatus.DISPATCHING)
+    transition(attempt.id, [RunStatus.DISPATCHING], RunStatus.RUNNING)
+    Attempt.objects.filter(id=attempt.id).update(submitted_at=timezone.now())
+    assert dispatch.runs_reconcile() == {str(attempt.id): "lost"}
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED and run.failure_reason.startswith("lost:")
+
+
+def test_a_failed_job_keeps_its_reason_and_log_tail(ray, run: Run, settings):
+    settings.JOB_ENTRYPOINT = "python -c \"raise ValueError('bad learning rate')\""
+    attempt = run.attempts.get()
+    dispatch.attempt_dispatch(attempt_id=str(attempt.id))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and ray.get_job_status(str(attempt.id)).value not in ("FAILED", "SUCCEEDED"):
+        time.sleep(0.5)
+    assert dispatch.runs_reconcile()[str(attempt.id)] == "failed"
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert "ValueError: bad learning rate" in run.failure_reason
+    assert "Traceback" in run.log_tail
+
+
+def test_an_unreachable_ray_changes_nothing(settings, run: Run):
+    settings.RAY_ADDRESS = "http://127.0.0.1:9"
+    dispatch._reset_client()
+    attempt = run.attempts.get()
+    transition(attempt.id, [RunStatus.QUEUED], RunStatus.DISPATCHING)
+    transition(attempt.id, [RunStatus.DISPATCHING], RunStatus.RUNNING)
+    assert dispatch.runs_reconcile() == {}
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING
+    with pytest.raises(dispatch.RayUnavailable):
+        dispatch.attempt_stop(attempt_id=str(attempt.id))
+    dispatch._reset_client()
+
+
+def test_the_failure_reason_names_the_exception():
+    logs = "step 1\nTraceback (most recent call last):\n  File x\nRuntimeError: smoke failing at step 3\n"
+    reason = dispatch.failure_reason("Job entrypoint command failed with exit code 1, last logs...", logs)
+    assert (
+        reason == "Job entrypoint command failed with exit code 1, last logs... — RuntimeError: smoke failing at step 3"
+    )

@@ -1,0 +1,90 @@
+"""The websocket on the real Redis channel layer: auth, team scope, and events after commit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from controlplane.asgi import application
+from controlplane.metrics.services import metrics_ingest, parse_points
+from controlplane.runs.models import Run, RunStatus
+from controlplane.runs.services import transition
+from tests.conftest import Persona, run_token_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+def connect(run_id: int, token: str | None) -> WebsocketCommunicator:
+    headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+    if token:
+        headers.append((b"authorization", f"Bearer {token}".encode()))
+    return WebsocketCommunicator(application, f"/ws/runs/{run_id}/", headers=headers)
+
+
+async def receive(ws: WebsocketCommunicator) -> dict:
+    return json.loads(await ws.receive_from(timeout=5))
+
+
+async def test_a_member_gets_a_snapshot_then_points_and_state_changes(owner: Persona, run: Run):
+    ws = connect(run.id, owner.token)
+    connected, _ = await ws.connect()
+    assert connected
+    snapshot = await receive(ws)
+    assert snapshot["type"] == "run.snapshot" and snapshot["run"]["status"] == "QUEUED"
+
+    points = parse_points({"points": [{"key": "reward/mean", "step": s, "value": s} for s in range(3)]}, max_points=10)
+    await sync_to_async(metrics_ingest)(run_id=run.id, points=points)
+    event = await receive(ws)
+    assert event["type"] == "metrics.points"
+    assert [(p["key"], p["step"], p["value"]) for p in event["points"]] == [("reward/mean", s, s) for s in range(3)]
+
+    # A replay changes nothing, so nothing is pushed; a NaN travels as a string.
+    await sync_to_async(metrics_ingest)(run_id=run.id, points=points)
+    nan = parse_points({"points": [{"key": "policy/loss", "step": 0, "value": "NaN"}]}, max_points=10)
+    await sync_to_async(metrics_ingest)(run_id=run.id, points=nan)
+    event = await receive(ws)
+    assert event["points"] == [{"key": "policy/loss", "step": 0, "value": "NaN"}]
+
+    attempt_id = await sync_to_async(lambda: run.attempts.get().id)()
+    await sync_to_async(transition)(attempt_id, [RunStatus.QUEUED], RunStatus.DISPATCHING)
+    event = await receive(ws)
+    assert event["type"] == "run.status" and event["run"]["status"] == "DISPATCHING"
+    await ws.disconnect()
+
+
+async def test_an_outsider_and_an_anonymous_client_are_refused(outsider: Persona, run: Run):
+    for token in (outsider.token, None, "brl_wrong"):
+        ws = connect(run.id, token)
+        connected, _ = await ws.connect()
+        assert not connected, token
+        await ws.disconnect()
+
+
+async def test_a_run_token_may_watch_only_its_own_run(owner: Persona, run: Run, project):
+    from controlplane.runs.services import run_submit
+
+    other = await sync_to_async(run_submit)(user=owner.user, project=project.id, recipe="smoke", config={})
+    token = await sync_to_async(run_token_for)(run)
+    ws = connect(run.id, token)
+    assert (await ws.connect())[0]
+    await ws.disconnect()
+    ws = connect(other.id, token)
+    assert not (await ws.connect())[0]
+    await ws.disconnect()
+
+
+async def test_a_page_on_another_site_cannot_open_the_websocket(owner: Persona, run: Run):
+    ws = WebsocketCommunicator(
+        application,
+        f"/ws/runs/{run.id}/",
+        headers=[
+            (b"origin", b"https://evil.example"),
+            (b"host", b"127.0.0.1"),
+            (b"authorization", f"Bearer {owner.token}".encode()),
+        ],
+    )
+    assert not (await ws.connect())[0]
+    await ws.disconnect()

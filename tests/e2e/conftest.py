@@ -1,0 +1,90 @@
+"""The whole stack, started the way `make demo` starts it, on the machine's PostgreSQL and Redis
+(a database and a Redis db of its own) and the session's Ray head."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse, urlunparse
+
+import httpx
+import pytest
+
+from controlplane.devstack import Stack
+
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+@dataclass
+class Live:
+    stack: Stack
+    token: str
+    outsider_token: str
+
+    @property
+    def url(self) -> str:
+        return self.stack.url
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token or self.token}"}, timeout=30)
+
+    def submit(self, config: dict[str, Any], **body: Any) -> dict[str, Any]:
+        with self.client() as c:
+            response = c.post("/api/v1/runs", json={"project": "lab/e2e", "recipe": "smoke", "config": config} | body)
+            assert response.status_code == 201, response.text
+            return dict(response.json())
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        with self.client() as c:
+            return dict(c.get(f"/api/v1/runs/{run_id}").json())
+
+    def wait(self, run_id: int, statuses: set[str], timeout: float = 120) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = self.run(run_id)
+            if run["status"] in statuses:
+                return run
+            time.sleep(0.3)
+        raise AssertionError(f"run {run_id} still {run['status']} after {timeout} s; logs in {self.stack.logs}")
+
+
+def _e2e_database_url() -> str:
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/barrel")
+    return urlunparse(urlparse(base)._replace(path="/barrel_e2e"))
+
+
+def _e2e_redis_url() -> str:
+    base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
+    return urlunparse(urlparse(base)._replace(path="/13"))
+
+
+@pytest.fixture(scope="session")
+def live(ray_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    import redis
+
+    redis.Redis.from_url(_e2e_redis_url()).flushdb()
+    stack = Stack(
+        state_dir=tmp_path_factory.mktemp("stack"),
+        web_port=8011,
+        database_url=_e2e_database_url(),
+        redis_url=_e2e_redis_url(),
+        ray_address=ray_address,
+        fresh_db=True,
+        extra_env={"BARREL_RECONCILE_INTERVAL_S": "1", "BARREL_METRICS_FINISHED_GRACE_S": "30"},
+    )
+    stack.start()
+    try:
+        stack.bootstrap("alice", "alice-password", "lab")
+        stack.bootstrap("mallory", "mallory-password", "other")
+        tokens = []
+        for user in ("alice", "mallory"):
+            response = httpx.post(
+                f"{stack.url}/api/v1/tokens", json={"username": user, "password": f"{user}-password"}, timeout=30
+            )
+            tokens.append(response.json()["token"])
+        yield Live(stack, tokens[0], tokens[1])
+    finally:
+        stack.stop()

@@ -1,0 +1,298 @@
+"""The Ray job driver: ``python -m workers.entrypoint``.
+
+Started by the control plane's dispatcher with the job contract's environment (DESIGN.md, "The
+job contract"). It fetches its run's recipe and config over the API, records the environment it
+runs in, runs the recipe with a reporter, and exits 0 on success and non-zero on failure, with
+the traceback on stderr (Ray keeps the job log; the control plane shows its tail).
+
+Exit codes: 0 success; 1 the recipe failed, or the run's config or recipe is unusable; 2 the
+job contract's environment is missing; 143 stopped by SIGTERM (Ray stopping the job).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import logging
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from pydantic import ValidationError
+
+import workers
+from workers.context import RunContext
+from workers.recipes import RecipeSpec, get_recipe
+from workers.report.client import ApiClient, ApiError
+from workers.report.reporter import Reporter
+
+log = logging.getLogger("barrel")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_ENVIRONMENT = 2
+EXIT_TERMINATED = 143
+
+# Ray's `job stop` sends SIGTERM and kills a few seconds later (RAY_JOB_STOP_WAIT_TIME_S, 3 s by
+# default), so the final flush after a SIGTERM must be short.
+CLOSE_TIMEOUT_S = 30.0
+CLOSE_TIMEOUT_AFTER_SIGTERM_S = 2.0
+
+
+class JobEnvironmentError(Exception):
+    pass
+
+
+class Terminated(SystemExit):
+    """Raised in the main thread by SIGTERM so that ``finally`` blocks flush the reporter."""
+
+    def __init__(self) -> None:
+        super().__init__(EXIT_TERMINATED)
+
+
+@dataclass(frozen=True)
+class JobEnv:
+    api_url: str
+    run_id: str
+    attempt: str | None
+    token: str
+    spool_dir: Path
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> JobEnv:
+        missing = [name for name in ("BARREL_API_URL", "BARREL_RUN_ID", "BARREL_RUN_TOKEN") if not environ.get(name)]
+        if missing:
+            raise JobEnvironmentError(
+                f"missing environment variable(s): {', '.join(missing)}; this module is started by the "
+                "Barrel dispatcher (see DESIGN.md, 'The job contract')"
+            )
+        spool = environ.get("BARREL_SPOOL_DIR")
+        return cls(
+            api_url=environ["BARREL_API_URL"].rstrip("/"),
+            run_id=environ["BARREL_RUN_ID"],
+            attempt=environ.get("BARREL_ATTEMPT") or None,
+            token=environ["BARREL_RUN_TOKEN"],
+            spool_dir=Path(spool) if spool else Path.cwd() / ".barrel-spool",
+        )
+
+
+# ---------------------------------------------------------------------- environment report
+
+
+def code_version(package_dir: Path | None = None) -> str:
+    """``git rev-parse HEAD`` (``-dirty`` if the checkout has changes) or a hash of the sources.
+
+    Ray jobs usually run from an uploaded working_dir without ``.git``; then the version is
+    ``sha256:`` and the first 12 hex digits of a hash over the package's ``.py`` files.
+    """
+    package_dir = package_dir or Path(workers.__file__).resolve().parent
+    git = _git_version(package_dir)
+    return git if git is not None else source_hash(package_dir)
+
+
+def _git_version(directory: Path) -> str | None:
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(directory), *args],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    head = git("rev-parse", "--verify", "HEAD")
+    if not head:
+        return None
+    status = git("status", "--porcelain")
+    return f"{head}-dirty" if status else head
+
+
+def source_hash(package_dir: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(package_dir.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        digest.update(path.relative_to(package_dir).as_posix().encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return "sha256:" + digest.hexdigest()[:12]
+
+
+def installed_packages() -> dict[str, str]:
+    packages: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name:
+            packages[name] = dist.version
+    return dict(sorted(packages.items(), key=lambda item: item[0].lower()))
+
+
+def environment_report(*, attempt: str | None, seed: int | None) -> dict[str, Any]:
+    return {
+        "attempt": attempt,
+        "code_version": code_version(),
+        "packages": installed_packages(),
+        "python": platform.python_version(),
+        "hostname": socket.gethostname(),
+        "seeds": {"seed": seed},
+    }
+
+
+# ---------------------------------------------------------------------- main
+
+
+def _setup_logging() -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("[barrel] %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    # httpx logs every request at INFO; one line per metrics batch is noise in a job log.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def _uses_ray(spec: RecipeSpec) -> bool:
+    # RecipeSpec may grow a flag for recipes that need no cluster; until then every recipe does.
+    return bool(getattr(spec, "uses_ray", True))
+
+
+def run_job(env: JobEnv) -> int:
+    api = ApiClient(env.api_url, env.token)
+    try:
+        return _run_job(env, api)
+    finally:
+        api.close()
+
+
+def _run_job(env: JobEnv, api: ApiClient) -> int:
+    try:
+        run = api.request_json("GET", f"runs/{env.run_id}", deadline_s=120.0)
+    except ApiError as exc:
+        log.error("cannot fetch run %s: %s", env.run_id, exc)
+        return EXIT_FAILED
+    recipe_name = str(run.get("recipe", ""))
+    spec = get_recipe(recipe_name)
+    if spec is None:
+        log.error(
+            "run %s asks for recipe %r, which this code version does not have",
+            env.run_id,
+            recipe_name,
+        )
+        return EXIT_FAILED
+    try:
+        config = spec.config_model.model_validate(run.get("config") or {})
+    except ValidationError as exc:
+        log.error(
+            "run %s: config does not validate against recipe %r:\n%s",
+            env.run_id,
+            recipe_name,
+            exc,
+        )
+        return EXIT_FAILED
+    log.info(
+        "run %s (attempt %s): recipe %s, config %s",
+        env.run_id,
+        env.attempt,
+        spec.name,
+        config.model_dump_json(),
+    )
+
+    reporter = Reporter(env.api_url, env.run_id, env.token, attempt=env.attempt, spool_dir=env.spool_dir)
+    close_timeout = CLOSE_TIMEOUT_S
+    ray_started = False
+    try:
+        try:
+            reporter.post_json(
+                f"runs/{env.run_id}/environment",
+                environment_report(attempt=env.attempt, seed=config.seed),
+                deadline_s=60.0,
+            )
+        except ApiError as exc:
+            # The environment is for reproducing the run later; missing it is worth a loud
+            # warning, not worth failing a run that can otherwise proceed.
+            log.warning("could not record the environment: %s", exc)
+
+        if _uses_ray(spec):
+            import ray  # imported here: the control plane imports this package's registry without Ray
+
+            ray.init()  # a Ray job driver: RAY_ADDRESS points at the cluster
+            ray_started = True
+            if threading.current_thread() is threading.main_thread():
+                # ray.init() installs its own SIGTERM handler (sys.exit(15)); ours flushes briefly
+                # and exits 143, which is what `ray job stop` leaves time for.
+                signal.signal(signal.SIGTERM, _on_sigterm)
+
+        runner = spec.load_runner()
+        ctx = RunContext(
+            run_id=env.run_id,
+            attempt=env.attempt,
+            reporter=reporter,
+            api=api,
+            logger=logging.getLogger(f"barrel.recipe.{spec.name}"),
+        )
+        try:
+            runner(config, ctx)
+        except Terminated:
+            close_timeout = CLOSE_TIMEOUT_AFTER_SIGTERM_S
+            log.warning("stopped by SIGTERM")
+            return EXIT_TERMINATED
+        except Exception:  # noqa: BLE001 — any failure of the recipe is the run's failure
+            traceback.print_exc(file=sys.stderr)
+            sys.stderr.flush()
+            log.error("run %s failed", env.run_id)
+            return EXIT_FAILED
+        log.info("run %s finished", env.run_id)
+        return EXIT_OK
+    except Terminated:
+        close_timeout = CLOSE_TIMEOUT_AFTER_SIGTERM_S
+        log.warning("stopped by SIGTERM")
+        return EXIT_TERMINATED
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            # A SIGTERM now would abort the final flush half-way; Ray's SIGKILL follows anyway.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        left = reporter.close(timeout=close_timeout)
+        if left is not None:
+            log.warning("some metrics were not delivered; they are in %s", left)
+        if ray_started:
+            import ray
+
+            ray.shutdown()
+
+
+def main() -> int:
+    try:
+        env = JobEnv.from_environ(os.environ)
+    except JobEnvironmentError as exc:
+        print(f"[barrel] {exc}", file=sys.stderr)
+        return EXIT_BAD_ENVIRONMENT
+    _setup_logging()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return run_job(env)
+    except Terminated:
+        return EXIT_TERMINATED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,589 @@
+"""The metric reporter: non-blocking ``log()`` in training code, delivery in a background thread.
+
+Delivery semantics (at least once, no loss while the process lives):
+
+- ``log()`` converts values to floats, stamps the time and appends to an in-memory queue; it
+  never blocks on the network and never raises.
+- A daemon thread drains the queue every ``flush_interval_s`` (or as soon as ``batch_size``
+  points wait) and POSTs batches in order. While the spool file holds anything, new batches are
+  appended behind it instead, so the server sees points in the order they were logged.
+- A batch that cannot be delivered now (connection error, timeout, 5xx, 429; or 401/403/404,
+  which mean a wrong token or URL) is appended to the spool file with fsync. The spool is
+  replayed, oldest first, after an exponential backoff with jitter (``Retry-After`` on 429); a
+  replayed batch leaves the spool only after a 2xx.
+- 413 splits the batch in halves; 400 (and other "your request is wrong" answers) drops that
+  batch, logged and counted; 409 (run finished) drops everything, now and later.
+- ``close()`` tries until its deadline; whatever is left stays in the spool file, whose path it
+  returns and logs with the command that sends it later (``python -m workers.report.replay``).
+
+Degraded modes, chosen so that training never notices: when the queue holds ``max_queue``
+points, or the background thread has died, ``log()`` appends the points to the spool file itself
+(slower, still no loss); if even that fails (disk full), the points are dropped and counted, with
+a warning every so often. What is lost on a hard kill (SIGKILL, OOM) is what was still in memory:
+at most about ``flush_interval_s`` of points plus the batch in flight.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Self
+
+from workers.report.client import (
+    ApiClient,
+    Delivery,
+    Outcome,
+    Verdict,
+    backoff_delay,
+    deliver,
+)
+from workers.report.encoding import EncodedPoint, batches, encode_point, to_float
+from workers.report.spool import Spool, spool_path
+
+log = logging.getLogger("barrel.report")
+
+# Replaying a long spool should not starve the draining of fresh points for too long.
+_REPLAY_SLICE_S = 5.0
+
+
+@dataclass(frozen=True)
+class ReporterStats:
+    """Counts of points (not batches)."""
+
+    sent: int
+    spooled: int
+    replayed: int
+    dropped: int
+    queued: int
+    spool_pending: bool
+    consecutive_failures: int
+    last_error: str
+    thread_alive: bool
+
+
+class Reporter:
+    def __init__(
+        self,
+        api_url: str,
+        run_id: str | int,
+        token: str,
+        *,
+        attempt: str | None = None,
+        spool_dir: Path | str | None = None,
+        batch_size: int = 1000,
+        flush_interval_s: float = 1.0,
+        max_queue: int = 100_000,
+        timeout_s: float = 10.0,
+        backoff_base_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        start: bool = True,
+    ) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.run_id = str(run_id)
+        self.attempt = attempt
+        self.batch_size = max(1, batch_size)
+        self.flush_interval_s = flush_interval_s
+        self.max_queue = max_queue
+        self.timeout_s = timeout_s
+        self.backoff_base_s = backoff_base_s
+        self.max_backoff_s = max_backoff_s
+        directory = Path(spool_dir) if spool_dir is not None else Path(tempfile.gettempdir()) / "barrel-spool"
+        self.spool = Spool(spool_path(directory, self.run_id, attempt))
+
+        self._token = token
+        self._client = ApiClient(api_url, token, timeout_s=timeout_s)
+        self._side_client: ApiClient | None = None  # for post_json from the caller's thread
+
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._queue: deque[EncodedPoint] = deque()
+        self._inflight: list[EncodedPoint] = []
+
+        self._closing = False
+        self._closed = False
+        self._abandoned = False  # close() gave up waiting for the thread
+        self._close_deadline = math.inf
+        self._gone = False  # 409: the run takes no more points
+        self._failures = 0
+        self._next_attempt_at = 0.0  # monotonic; the spool is not replayed before this
+        self._hard_wait = False  # the current wait was asked for by the server (Retry-After)
+        self._flush_now = False
+        self._last_error = ""
+        self._warned: dict[str, int] = {}
+
+        self._sent = 0
+        self._spooled = 0
+        self._replayed = 0
+        self._dropped = 0
+        self._final_spool: Path | None = None
+
+        self._thread = threading.Thread(target=self._loop, name=f"barrel-reporter-{self.run_id}", daemon=True)
+        if self.spool.pending():
+            log.info(
+                "spool %s holds undelivered points from before; they will be sent first",
+                self.spool.path,
+            )
+        if start:
+            self._thread.start()
+            atexit.register(self._close_at_exit)
+
+    # ------------------------------------------------------------------ training-side API
+
+    def log(self, metrics: Mapping[str, Any], step: int) -> None:
+        """Queue one value per key at ``step``. Never blocks on I/O in the normal case, never raises."""
+        try:
+            now = time.time()
+            step_i = int(step)
+            points: list[EncodedPoint] = []
+            bad = 0
+            for key, value in metrics.items():
+                try:
+                    points.append(encode_point(str(key), step_i, to_float(value), now))
+                except (TypeError, ValueError, OverflowError):
+                    bad += 1
+            if bad:
+                self._drop(
+                    bad,
+                    "value-not-a-number",
+                    f"{bad} value(s) at step {step_i} are not numbers",
+                )
+            self._enqueue(points)
+        except Exception:  # noqa: BLE001 — a reporting bug must never stop training
+            self._drop(
+                len(metrics) if isinstance(metrics, Mapping) else 1,
+                "log-error",
+                "log() failed",
+                exc=True,
+            )
+
+    def log_point(self, key: str, value: Any, step: int, time: float | datetime | None = None) -> None:
+        """Queue one point; ``time`` is epoch seconds or an aware datetime (default: now)."""
+        try:
+            if time is None:
+                stamp = _now()
+            elif isinstance(time, datetime):
+                stamp = time.timestamp()
+            else:
+                stamp = float(time)
+            self._enqueue([encode_point(str(key), int(step), to_float(value), stamp)])
+        except (TypeError, ValueError, OverflowError):
+            self._drop(
+                1,
+                "value-not-a-number",
+                f"point {key!r} at step {step!r} is not a number",
+            )
+        except Exception:  # noqa: BLE001 — see log()
+            self._drop(1, "log-error", "log_point() failed", exc=True)
+
+    def post_json(self, path: str, body: Any, *, deadline_s: float = 60.0) -> Any:
+        """POST ``body`` to ``path`` (relative to /api/v1) with the run token and the retry policy.
+
+        Blocking, and it does raise (:class:`workers.report.client.ApiError`): it is for the
+        entrypoint's one-off calls, not for training loops.
+        """
+        with self._lock:
+            if self._side_client is None:
+                self._side_client = ApiClient(
+                    self.api_url,
+                    self._token,
+                    timeout_s=self.timeout_s,
+                    backoff_base_s=self.backoff_base_s,
+                    max_backoff_s=self.max_backoff_s,
+                )
+            client = self._side_client
+        return client.request_json("POST", path, body, deadline_s=deadline_s)
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until everything logged so far was delivered; False if the deadline came first.
+
+        Backoff is respected: while the control plane is down, flush waits (up to ``timeout``).
+        """
+        deadline = time.monotonic() + max(0.0, timeout)
+        try:
+            if not self._thread.is_alive():
+                with self._lock:
+                    closed = self._closed
+                if not closed:
+                    self._deliver_inline(deadline)
+                with self._lock:
+                    return self._idle_locked()
+            with self._cv:
+                self._flush_now = True
+            self._wake.set()
+            with self._cv:
+                return self._cv.wait_for(self._idle_locked, timeout=max(0.0, deadline - time.monotonic()))
+        except Exception:  # flush is called from training code too
+            log.exception("reporter: flush failed")
+            return False
+
+    def close(self, timeout: float = 30.0) -> Path | None:
+        """Deliver what is pending until ``timeout``; returns the spool path if anything is left."""
+        with self._lock:
+            if self._closed:
+                return self._final_spool
+            deadline = time.monotonic() + max(0.0, timeout)
+            self._closing = True
+            self._close_deadline = deadline
+            if not self._hard_wait:
+                # One prompt attempt on the way out even if a long backoff is running.
+                self._next_attempt_at = min(self._next_attempt_at, time.monotonic())
+        self._wake.set()
+        if self._thread.is_alive():
+            # A little grace: the thread's own waits end at the same deadline.
+            self._thread.join(max(0.0, deadline - time.monotonic()) + 0.25)
+        try:
+            if self._thread.is_alive():
+                with self._lock:
+                    self._abandoned = True
+            else:
+                # The thread has finished, never ran, or died: a last round here, within the deadline.
+                self._deliver_inline(deadline)
+        except Exception:
+            log.exception("reporter: final delivery failed")
+        with self._lock:
+            rescue = list(self._inflight) + list(self._queue)
+            self._inflight = []
+            self._queue.clear()
+            self._closed = True
+        if rescue:
+            # Points the thread had not settled by the deadline; a duplicate is harmless.
+            self._spool_points(rescue)
+        atexit.unregister(self._close_at_exit)
+        for client in (self._client, self._side_client):
+            if client is not None:
+                try:
+                    client.close()
+                except Exception:
+                    log.debug("reporter: closing the HTTP client failed", exc_info=True)
+        stats = self.stats
+        if self.spool.pending():
+            self._final_spool = self.spool.path
+            log.warning(
+                "reporter: %s point(s) sent, %s dropped; undelivered points remain in %s — "
+                "send them later with: python -m workers.report.replay %s",
+                stats.sent + stats.replayed,
+                stats.dropped,
+                self.spool.path,
+                self.spool.path,
+            )
+        else:
+            log.info(
+                "reporter: %d point(s) delivered, %d dropped",
+                stats.sent + stats.replayed,
+                stats.dropped,
+            )
+        return self._final_spool
+
+    @property
+    def stats(self) -> ReporterStats:
+        with self._lock:
+            return ReporterStats(
+                sent=self._sent,
+                spooled=self._spooled,
+                replayed=self._replayed,
+                dropped=self._dropped,
+                queued=len(self._queue) + len(self._inflight),
+                spool_pending=self.spool.pending(),
+                consecutive_failures=self._failures,
+                last_error=self._last_error,
+                thread_alive=self._thread.is_alive(),
+            )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ queueing
+
+    def _enqueue(self, points: list[EncodedPoint]) -> None:
+        if not points:
+            return
+        with self._lock:
+            if self._closed or self._gone:
+                reason = "closed" if self._closed else "run-gone"
+                overflow = None
+            elif not self._thread.is_alive() or len(self._queue) + len(points) > self.max_queue:
+                reason = ""
+                overflow = points
+            else:
+                self._queue.extend(points)
+                if len(self._queue) >= self.batch_size:
+                    self._wake.set()
+                return
+        if overflow is None:
+            what = "the reporter is closed" if reason == "closed" else "the run is finished (HTTP 409)"
+            self._drop(len(points), reason, f"points logged after {what} are dropped")
+            return
+        # Background thread dead or queue full: write to disk from the caller's thread.
+        self._warn_once(
+            "direct-spool",
+            f"reporter queue unavailable; spooling points directly to {self.spool.path}",
+        )
+        self._spool_points(overflow)
+
+    def _idle_locked(self) -> bool:
+        return not self._queue and not self._inflight and (self._gone or not self.spool.pending())
+
+    # ------------------------------------------------------------------ background thread
+
+    def _loop(self) -> None:
+        errors = 0
+        try:
+            while True:
+                self._wake.wait(self._wait_timeout())
+                self._wake.clear()
+                try:
+                    self._round()
+                    errors = 0
+                except Exception:  # a bug here must not end delivery for good
+                    errors += 1
+                    log.exception("reporter: delivery round failed (%d in a row)", errors)
+                    self._rescue_inflight()
+                    time.sleep(min(self.max_backoff_s, 0.1 * 2 ** min(errors, 10)))
+                with self._cv:
+                    self._flush_now = False
+                    self._cv.notify_all()
+                if self._should_exit():
+                    return
+        except BaseException:
+            log.exception("reporter: background thread died; log() now writes to the spool file")
+        finally:
+            with self._cv:
+                self._cv.notify_all()
+
+    def _wait_timeout(self) -> float:
+        with self._lock:
+            now = time.monotonic()
+            urgent = (self._closing or self._flush_now) and bool(self._queue)
+            timeout = 0.0 if urgent else self.flush_interval_s
+            if self.spool.pending() and not self._gone:
+                timeout = min(timeout, max(0.0, self._next_attempt_at - now))
+            if self._closing:
+                timeout = min(timeout, max(0.0, self._close_deadline - now))
+            return timeout
+
+    def _should_exit(self) -> bool:
+        with self._lock:
+            if self._abandoned:
+                return True
+            if not self._closing:
+                return False
+            return self._idle_locked() or time.monotonic() >= self._close_deadline
+
+    def _round(self) -> None:
+        with self._lock:
+            if self._abandoned:
+                return
+            fresh = list(self._queue)
+            self._queue.clear()
+            self._inflight = fresh
+        if self._gone:
+            self._settle_gone(fresh)
+            return
+        if self.spool.pending():
+            # Order: fresh points go behind what is already waiting on disk.
+            self._spool_points(fresh)
+            self._set_inflight([])
+            if self._due():
+                self._replay(time.monotonic() + _REPLAY_SLICE_S)
+            return
+        for i, batch in enumerate(batches(fresh, self.batch_size)):
+            rest = fresh[(i + 1) * self.batch_size :]
+            if not self._due():
+                self._spool_points(batch + rest)
+                break
+            result = deliver(batch, self._send)
+            self._account(result, replay=False)
+            if result.gone:
+                self._settle_gone(rest)
+                break
+            if result.undelivered:
+                self._spool_points(result.undelivered + rest)
+                break
+            self._set_inflight(rest)
+        self._set_inflight([])
+
+    def _replay(self, until: float) -> None:
+        """Send the spool, oldest first, until it is empty, a send fails, or ``until`` passes."""
+        while self.spool.pending() and self._due() and time.monotonic() < until:
+            with self._lock:
+                if self._abandoned:
+                    return
+            chunk = self.spool.read_pending(self.batch_size)
+            if not chunk.points:
+                if chunk.end_offset > 0:
+                    self.spool.ack(chunk.end_offset)  # only unreadable lines
+                    continue
+                return
+            result = deliver(chunk.points, self._send)
+            self._account(result, replay=True)
+            if result.gone:
+                self._settle_gone([])
+                return
+            if result.undelivered:
+                return  # stays in the spool; the backoff is set by _account
+            self.spool.ack(chunk.end_offset)
+
+    def _deliver_inline(self, deadline: float) -> None:
+        """The thread's work, done by close() when the thread is not running."""
+        while time.monotonic() < deadline:
+            self._round()
+            with self._lock:
+                if self._idle_locked():
+                    return
+                wait = max(0.0, self._next_attempt_at - time.monotonic())
+            if time.monotonic() + wait >= deadline:
+                return
+            time.sleep(max(wait, 0.01))
+
+    def _send(self, points: list[EncodedPoint]) -> Outcome:
+        timeout = self.timeout_s
+        with self._lock:
+            if self._closing:
+                timeout = max(0.5, min(timeout, self._close_deadline - time.monotonic()))
+        return self._client.post_points(self.run_id, points, timeout_s=timeout)
+
+    def _due(self) -> bool:
+        with self._lock:
+            return time.monotonic() >= self._next_attempt_at
+
+    def _account(self, result: Delivery, *, replay: bool) -> None:
+        for message in result.drop_messages:
+            self._warn(f"reporter: the server rejected a batch, dropped it: {message}")
+        with self._lock:
+            if replay:
+                self._replayed += result.delivered
+            else:
+                self._sent += result.delivered
+            self._dropped += result.dropped
+            outcome = result.stopped_by
+            if outcome is None or outcome.verdict is Verdict.GONE:
+                if self._failures:
+                    log.info(
+                        "reporter: control plane reachable again after %d failed attempt(s)",
+                        self._failures,
+                    )
+                self._failures = 0
+                self._hard_wait = False
+                if outcome is not None:
+                    self._gone = True
+                    self._last_error = f"HTTP {outcome.status}: {outcome.message}"
+                    log.warning(
+                        "reporter: run %s takes no more metrics (HTTP 409: %s); dropping the rest",
+                        self.run_id,
+                        outcome.message,
+                    )
+                return
+            self._failures += 1
+            self._last_error = f"HTTP {outcome.status}: {outcome.message}" if outcome.status else outcome.message
+            if outcome.retry_after_s is not None:
+                delay = outcome.retry_after_s
+                self._hard_wait = True
+            elif outcome.verdict is Verdict.BLOCKED:
+                delay = self.max_backoff_s  # a wrong token or URL is not fixed by hammering
+                self._hard_wait = False
+            else:
+                delay = backoff_delay(self._failures, base_s=self.backoff_base_s, cap_s=self.max_backoff_s)
+                self._hard_wait = False
+            self._next_attempt_at = time.monotonic() + delay
+            failures = self._failures
+        if outcome.verdict is Verdict.BLOCKED:
+            self._warn(
+                f"reporter: the control plane refuses run {self.run_id}'s points ({self._last_error}); "
+                f"check BARREL_API_URL and the run token. Keeping them in {self.spool.path}",
+                key=f"blocked-{outcome.status}",
+            )
+        elif failures == 1:
+            log.warning(
+                "reporter: cannot deliver metrics (%s); spooling to %s and retrying in %.1fs",
+                self._last_error,
+                self.spool.path,
+                delay,
+            )
+        else:
+            log.debug(
+                "reporter: attempt %d failed (%s); next in %.1fs",
+                failures,
+                self._last_error,
+                delay,
+            )
+
+    def _settle_gone(self, points: list[EncodedPoint]) -> None:
+        discarded = self.spool.discard() if self.spool.pending() else 0
+        with self._lock:
+            self._dropped += len(points) + discarded
+            self._inflight = []
+
+    def _set_inflight(self, points: list[EncodedPoint]) -> None:
+        with self._lock:
+            self._inflight = points
+
+    def _rescue_inflight(self) -> None:
+        with self._lock:
+            points, self._inflight = self._inflight, []
+        self._spool_points(points)
+
+    def _spool_points(self, points: list[EncodedPoint]) -> None:
+        if not points:
+            return
+        try:
+            for batch in batches(points, self.batch_size):
+                self.spool.append(self.run_id, self.attempt, batch)
+                with self._lock:
+                    self._spooled += len(batch)
+                points = points[len(batch) :]
+        except Exception as exc:  # noqa: BLE001 — disk full or read-only: count, warn, go on
+            self._drop(
+                len(points),
+                "spool-failed",
+                f"cannot write spool {self.spool.path}: {exc}",
+            )
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _drop(self, n: int, reason: str, message: str, *, exc: bool = False) -> None:
+        try:
+            with self._lock:
+                self._dropped += n
+            self._warn(f"reporter: dropped {n} point(s): {message}", key=reason, exc=exc)
+        except Exception:
+            log.debug("reporter: could not count dropped points", exc_info=True)
+
+    def _warn(self, message: str, *, key: str | None = None, exc: bool = False) -> None:
+        """A warning the first time and then every 100th time, so a hot loop cannot flood the log."""
+        key = key or message
+        with self._lock:
+            count = self._warned.get(key, 0) + 1
+            self._warned[key] = count
+        if count == 1 or count % 100 == 0:
+            suffix = f" (seen {count} times)" if count > 1 else ""
+            log.warning("%s%s", message, suffix, exc_info=exc)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        with self._lock:
+            seen = key in self._warned
+            self._warned[key] = 1
+        if not seen:
+            log.warning("%s", message)
+
+    def _close_at_exit(self) -> None:
+        try:
+            self.close(timeout=5.0)
+        except Exception:
+            log.debug("reporter: close at exit failed", exc_info=True)
+
+
+def _now() -> float:
+    return time.time()
