@@ -1,0 +1,68 @@
+"""Submit → RUNNING latency through the control plane vs a bare Ray job submission, one run.
+
+    .venv/bin/python benchmarks/dispatch_latency.py [--runs 8]
+
+Barrel path = POST /api/v1/runs → commit → Celery dispatch task → Ray JobSubmissionClient →
+the job starts and reports its environment (or the reconciler sees RUNNING) → the run is RUNNING
+(observed by polling the API every 20 ms). Baseline = JobSubmissionClient.submit_job of a
+trivial entrypoint on the same Ray head, polled until Ray says RUNNING.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import httpx
+from ray.job_submission import JobSubmissionClient
+
+from benchmarks.common import bench_stack, median, pct, token
+
+
+def wait_status(fetch, wanted: set[str], timeout: float = 60) -> float:  # type: ignore[no-untyped-def]
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        if fetch() in wanted:
+            return time.perf_counter()
+        time.sleep(0.02)
+    raise TimeoutError(f"not {wanted} after {timeout} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=8)
+    args = parser.parse_args()
+    stack = bench_stack(with_ray=True)
+    try:
+        tok = token(stack)
+        ray = JobSubmissionClient(stack.ray_address)
+        barrel, bare, done = [], [], []
+        with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {tok}"}, timeout=30) as c:
+            for i in range(args.runs):
+                t0 = time.perf_counter()
+                run = c.post(
+                    "/api/v1/runs",
+                    json={"project": "bench/dispatch", "recipe": "smoke", "config": {"steps": 3, "interval_s": 0.5}},
+                ).json()
+                t1 = wait_status(lambda: c.get(f"/api/v1/runs/{run['id']}").json()["status"], {"RUNNING"})
+                barrel.append(t1 - t0)
+                t2 = wait_status(lambda: c.get(f"/api/v1/runs/{run['id']}").json()["status"], {"SUCCEEDED", "FAILED"})
+                done.append(t2 - t0)
+
+                t0 = time.perf_counter()
+                job = ray.submit_job(
+                    entrypoint="python -c 'import time; time.sleep(1)'", submission_id=f"bare-{i}-{t0}"
+                )
+                t1 = wait_status(lambda: ray.get_job_status(job).value, {"RUNNING", "SUCCEEDED"})  # noqa: B023
+                bare.append(t1 - t0)
+                wait_status(lambda: ray.get_job_status(job).value, {"SUCCEEDED", "FAILED"})  # noqa: B023
+        print(f"{args.runs} runs, alternating Barrel and bare Ray submissions")
+        print(f"  Barrel submit → RUNNING   : median {median(barrel):.2f} s  p90 {pct(barrel, 0.9):.2f} s")
+        print(f"  bare Ray submit → RUNNING : median {median(bare):.2f} s  p90 {pct(bare, 0.9):.2f} s")
+        print(f"  Barrel submit → SUCCEEDED (3-step smoke run): median {median(done):.2f} s")
+    finally:
+        stack.stop()
+
+
+if __name__ == "__main__":
+    main()
