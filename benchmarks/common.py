@@ -13,7 +13,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controlplane.devstack import Stack  # noqa: E402
+from controlplane.devstack import Stack
 
 
 def bench_stack(*, with_ray: bool, web_port: int = 8012) -> Stack:

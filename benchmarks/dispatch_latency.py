@@ -44,7 +44,8 @@ def main() -> None:
                     "/api/v1/runs",
                     json={"project": "bench/dispatch", "recipe": "smoke", "config": {"steps": 3, "interval_s": 0.5}},
                 ).json()
-                t1 = wait_status(lambda: c.get(f"/api/v1/runs/{run['id']}").json()["status"], {"RUNNING"})
+                status = lambda rid=run["id"]: c.get(f"/api/v1/runs/{rid}").json()["status"]  # noqa: E731
+                t1 = wait_status(status, {"RUNNING"})  # noqa: B023
                 barrel.append(t1 - t0)
                 t2 = wait_status(lambda: c.get(f"/api/v1/runs/{run['id']}").json()["status"], {"SUCCEEDED", "FAILED"})
                 done.append(t2 - t0)
