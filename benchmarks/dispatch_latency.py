@@ -11,7 +11,9 @@ trivial entrypoint on the same Ray head, polled until Ray says RUNNING.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 import time
+from functools import partial
 
 import httpx
 from ray.job_submission import JobSubmissionClient
@@ -19,13 +21,21 @@ from ray.job_submission import JobSubmissionClient
 from benchmarks.common import bench_stack, median, pct, token
 
 
-def wait_status(fetch, wanted: set[str], timeout: float = 60) -> float:  # type: ignore[no-untyped-def]
+def wait_status(fetch: Callable[[], str], wanted: set[str], timeout: float = 60) -> float:
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
         if fetch() in wanted:
             return time.perf_counter()
         time.sleep(0.02)
     raise TimeoutError(f"not {wanted} after {timeout} s")
+
+
+def run_status(client: httpx.Client, run_id: int) -> str:
+    return str(client.get(f"/api/v1/runs/{run_id}").json()["status"])
+
+
+def job_status(ray: JobSubmissionClient, job: str) -> str:
+    return str(ray.get_job_status(job).value)
 
 
 def main() -> None:
@@ -44,19 +54,16 @@ def main() -> None:
                     "/api/v1/runs",
                     json={"project": "bench/dispatch", "recipe": "smoke", "config": {"steps": 3, "interval_s": 0.5}},
                 ).json()
-                status = lambda rid=run["id"]: c.get(f"/api/v1/runs/{rid}").json()["status"]  # noqa: E731
-                t1 = wait_status(status, {"RUNNING"})  # noqa: B023
-                barrel.append(t1 - t0)
-                t2 = wait_status(lambda: c.get(f"/api/v1/runs/{run['id']}").json()["status"], {"SUCCEEDED", "FAILED"})
-                done.append(t2 - t0)
+                status = partial(run_status, c, run["id"])
+                barrel.append(wait_status(status, {"RUNNING"}) - t0)
+                done.append(wait_status(status, {"SUCCEEDED", "FAILED"}) - t0)
 
                 t0 = time.perf_counter()
                 job = ray.submit_job(
                     entrypoint="python -c 'import time; time.sleep(1)'", submission_id=f"bare-{i}-{t0}"
                 )
-                t1 = wait_status(lambda: ray.get_job_status(job).value, {"RUNNING", "SUCCEEDED"})  # noqa: B023
-                bare.append(t1 - t0)
-                wait_status(lambda: ray.get_job_status(job).value, {"SUCCEEDED", "FAILED"})  # noqa: B023
+                bare.append(wait_status(partial(job_status, ray, job), {"RUNNING", "SUCCEEDED"}) - t0)
+                wait_status(partial(job_status, ray, job), {"SUCCEEDED", "FAILED"})
         print(f"{args.runs} runs, alternating Barrel and bare Ray submissions")
         print(f"  Barrel submit → RUNNING   : median {median(barrel):.2f} s  p90 {pct(barrel, 0.9):.2f} s")
         print(f"  bare Ray submit → RUNNING : median {median(bare):.2f} s  p90 {pct(bare, 0.9):.2f} s")
