@@ -11,8 +11,8 @@ trivial entrypoint on the same Ray head, polled until Ray says RUNNING.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 import time
+from collections.abc import Callable
 from functools import partial
 
 import httpx
