@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane import frontend
+from controlplane.checkpoints.api import CheckpointListView, RunCheckpointsView, RunSamplesView
 from controlplane.metrics.api import MetricKeysView, MetricsView
 from controlplane.runs.api import (
     RecipeListView,
@@ -43,6 +44,9 @@ api_v1 = [
     path("runs/<int:run_id>/environment", RunEnvironmentView.as_view()),
     path("runs/<int:run_id>/metrics", MetricsView.as_view()),
     path("runs/<int:run_id>/metrics/keys", MetricKeysView.as_view()),
+    path("runs/<int:run_id>/samples", RunSamplesView.as_view()),
+    path("runs/<int:run_id>/checkpoints", RunCheckpointsView.as_view()),
+    path("checkpoints", CheckpointListView.as_view()),
 ]
 
 urlpatterns = [

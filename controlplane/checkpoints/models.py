@@ -18,3 +18,22 @@ class Checkpoint(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "step"], name="checkpoint_run_step_unique")]
+
+
+class Sample(models.Model):
+    """A rollout sample a job chose to keep (a bounded number per step): what the policy said,
+    and what the reward made of it."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples")
+    step = models.BigIntegerField()
+    prompt = models.TextField()
+    response = models.TextField()
+    reward = models.FloatField(null=True, blank=True)
+    prompt_tokens = models.IntegerField(null=True, blank=True)
+    response_tokens = models.IntegerField(null=True, blank=True)
+    weight_version = models.BigIntegerField(null=True, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "-step"], name="sample_run_step")]
