@@ -22,16 +22,15 @@ from controlplane.runs.serializers import (
 from workers.recipes import RECIPES
 
 
-def get_run(request: Request, run_id: int) -> Run:
+def get_run(request: Request, run_id: int, *, with_attempts: bool = False) -> Run:
     """The run if the caller may see it; 404 otherwise (another team's run does not exist)."""
-    run = selectors.run_for(request.user, run_id)
+    runs = selectors.runs_visible_to(request.user)
+    if with_attempts:
+        runs = runs.prefetch_related("attempts")
+    run = runs.filter(id=run_id).first()
     if run is None:
         raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
     return run
-
-
-def _detail(run_id: int, request: Request) -> Run:
-    return selectors.runs_visible_to(request.user).prefetch_related("attempts").get(id=run_id)
 
 
 class RecipeListView(APIView):
@@ -87,7 +86,9 @@ class RunListView(APIView):
         data = RunSubmitSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         run = services.run_submit(user=request.user, **data.validated_data)
-        return Response(RunDetailSerializer(_detail(run.id, request)).data, status=status.HTTP_201_CREATED)
+        return Response(
+            RunDetailSerializer(get_run(request, run.id, with_attempts=True)).data, status=status.HTTP_201_CREATED
+        )
 
 
 class RunDetailView(APIView):
@@ -96,15 +97,16 @@ class RunDetailView(APIView):
 
     @extend_schema(responses=RunDetailSerializer, summary="A run, its resolved config and attempts")
     def get(self, request: Request, run_id: int) -> Response:
-        get_run(request, run_id)
-        return Response(RunDetailSerializer(_detail(run_id, request)).data)
+        return Response(RunDetailSerializer(get_run(request, run_id, with_attempts=True)).data)
 
 
 class RunCancelView(APIView):
     @extend_schema(request=None, responses={202: RunDetailSerializer}, summary="Cancel a run")
     def post(self, request: Request, run_id: int) -> Response:
         run = services.run_cancel(user=request.user, run=get_run(request, run_id))
-        return Response(RunDetailSerializer(_detail(run.id, request)).data, status=status.HTTP_202_ACCEPTED)
+        return Response(
+            RunDetailSerializer(get_run(request, run.id, with_attempts=True)).data, status=status.HTTP_202_ACCEPTED
+        )
 
 
 class RunCloneView(APIView):
@@ -113,7 +115,9 @@ class RunCloneView(APIView):
         data = RunCloneSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         run = services.run_clone(user=request.user, run=get_run(request, run_id), **data.validated_data)
-        return Response(RunDetailSerializer(_detail(run.id, request)).data, status=status.HTTP_201_CREATED)
+        return Response(
+            RunDetailSerializer(get_run(request, run.id, with_attempts=True)).data, status=status.HTTP_201_CREATED
+        )
 
 
 class RunEnvironmentView(APIView):
