@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -20,15 +19,6 @@ logger = logging.getLogger(__name__)
 
 def run_group(run_id: int) -> str:
     return f"run.{run_id}"
-
-
-def json_float(value: float) -> float | str:
-    """JSON has no NaN or Infinity; Barrel sends them as strings (as protobuf's JSON does)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return value
 
 
 def publish(run_id: int, event: dict[str, Any]) -> None:

@@ -15,7 +15,8 @@ from typing import Any
 from django.db import connection, transaction
 
 from controlplane.api import ApiError
-from controlplane.events import json_float, publish_on_commit
+from controlplane.events import publish_on_commit
+from workers.report.encoding import encode_value
 
 KEY_RE = re.compile(r"^[\w./\- @:]+$")
 MAX_KEY_LEN = 250
@@ -140,7 +141,7 @@ def metrics_ingest(*, run_id: int, points: list[Point]) -> int:
             {
                 "type": "metrics.points",
                 "run_id": run_id,
-                "points": [{"key": key_of[sid], "step": step, "value": json_float(v)} for sid, step, v in changed],
+                "points": [{"key": key_of[sid], "step": step, "value": encode_value(v)} for sid, step, v in changed],
             },
         )
     return len(changed)
@@ -169,7 +170,7 @@ def metric_keys(*, run_id: int) -> list[dict[str, Any]]:
                 "count": n,
                 "first_step": first,
                 "last_step": last,
-                "last_value": json_float(value) if value is not None else None,
+                "last_value": encode_value(value) if value is not None else None,
             }
             for key, n, first, last, value in cur.fetchall()
         ]
@@ -190,49 +191,44 @@ def metrics_read(
                 [run_id, keys],
             )
         series = cur.fetchall()
-        lo = 0 if start is None else start
-        hi = MAX_STEP if end is None else end
-        out: list[dict[str, Any]] = []
-        for sid, key in series:
-            cur.execute(
-                "SELECT count(*), min(step), max(step) FROM metrics_metricpoint "
-                "WHERE series_id = %s AND step BETWEEN %s AND %s",
-                [sid, lo, hi],
+        out = {
+            sid: {"key": key, "count": 0, "step": [], "min": [], "max": [], "mean": [], "last": []}
+            for sid, key in series
+        }
+        if not out:
+            return []
+        # One pass for every series: each gets its own bucket width from its own count and
+        # step span (width 1, i.e. raw points, when it has no more points than buckets).
+        cur.execute(
+            """
+            WITH stats AS (
+                SELECT series_id, count(*) AS n, min(step) AS lo,
+                       CASE WHEN count(*) <= %(max_points)s THEN 1
+                            ELSE ceil((max(step) - min(step) + 1)::numeric / %(max_points)s)::bigint END AS width
+                FROM metrics_metricpoint
+                WHERE series_id = ANY(%(ids)s) AND step BETWEEN %(start)s AND %(end)s
+                GROUP BY series_id
             )
-            count, first, last = cur.fetchone() or (0, None, None)
-            entry: dict[str, Any] = {
-                "key": key,
-                "count": count,
-                "step": [],
-                "min": [],
-                "max": [],
-                "mean": [],
-                "last": [],
-            }
-            if count and first is not None and last is not None:
-                if count <= max_points:
-                    cur.execute(
-                        "SELECT step, value, value, value, value FROM metrics_metricpoint "
-                        "WHERE series_id = %s AND step BETWEEN %s AND %s ORDER BY step",
-                        [sid, lo, hi],
-                    )
-                else:
-                    width = -(-(last - first + 1) // max_points)
-                    cur.execute(
-                        """
-                        SELECT max(step), min(value), max(value), avg(value),
-                               (array_agg(value ORDER BY step DESC))[1]
-                        FROM metrics_metricpoint
-                        WHERE series_id = %s AND step BETWEEN %s AND %s
-                        GROUP BY (step - %s) / %s ORDER BY 1
-                        """,
-                        [sid, first, last, first, width],
-                    )
-                for step, mn, mx, mean, lst in cur.fetchall():
-                    entry["step"].append(step)
-                    entry["min"].append(json_float(mn))
-                    entry["max"].append(json_float(mx))
-                    entry["mean"].append(json_float(mean))
-                    entry["last"].append(json_float(lst))
-            out.append(entry)
-    return out
+            SELECT p.series_id, max(s.n), max(p.step), min(p.value), max(p.value), avg(p.value),
+                   (array_agg(p.value ORDER BY p.step DESC))[1]
+            FROM metrics_metricpoint p JOIN stats s USING (series_id)
+            WHERE p.step BETWEEN %(start)s AND %(end)s
+            GROUP BY p.series_id, (p.step - s.lo) / s.width
+            ORDER BY p.series_id, 3
+            """,
+            {
+                "ids": list(out),
+                "max_points": max_points,
+                "start": 0 if start is None else start,
+                "end": MAX_STEP if end is None else end,
+            },
+        )
+        for sid, count, step, mn, mx, mean, lst in cur.fetchall():
+            entry = out[sid]
+            entry["count"] = count
+            entry["step"].append(step)
+            entry["min"].append(encode_value(mn))
+            entry["max"].append(encode_value(mx))
+            entry["mean"].append(encode_value(mean))
+            entry["last"].append(encode_value(lst))
+    return list(out.values())
