@@ -327,13 +327,23 @@ def api(url: str, method: str, path: str, body: Any = None, token: str | None = 
         return json.loads(resp.read() or b"null")
 
 
-DEMO_RUN = {
-    "project": "demo/getting-started",
-    "name": "smoke-demo",
-    "recipe": "smoke",
-    "config": {"steps": 300, "interval_s": 0.5},
-    "tags": ["demo"],
-}
+def demo_run(state_dir: Path) -> dict[str, Any]:
+    """A real GRPO run on CPU: a tiny Llama built locally learns one-digit addition. After a short
+    supervised warm start, greedy accuracy on the RL prompts rises from about 0.1 to 0.5 within a
+    few hundred steps (a few minutes here), so the dashboard shows a rising reward curve."""
+    return {
+        "project": "demo/getting-started",
+        "name": "grpo-arithmetic-demo",
+        "recipe": "grpo",
+        "config": {
+            "steps": 2000,
+            "task": {"digits": 1, "train_size": 60, "held_out_size": 10, "warm_start_size": 30},
+            "warm_start": {"steps": 100},
+            "eval": {"every": 25},
+            "checkpoint": {"every": 250, "dir": str((state_dir / "checkpoints").resolve())},
+        },
+        "tags": ["demo"],
+    }
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -359,7 +369,7 @@ def demo(args: argparse.Namespace) -> int:
         token = api(
             stack.url, "POST", "/api/v1/tokens", {"username": args.username, "password": args.password, "name": "demo"}
         )["token"]
-        run = api(stack.url, "POST", "/api/v1/runs", DEMO_RUN, token)
+        run = api(stack.url, "POST", "/api/v1/runs", demo_run(stack.state_dir), token)
         line = "=" * 64
         print(
             f"\n{line}\n Barrel is running at {stack.url}\n"

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import workers
-from workers.context import RunContext
+from workers.context import ResumePoint, RunContext
 from workers.recipes import RecipeSpec, get_recipe
 from workers.report.client import ApiClient, ApiError
 from workers.report.reporter import Reporter
@@ -67,6 +67,7 @@ class JobEnv:
     attempt: str | None
     token: str
     spool_dir: Path
+    resume_from: ResumePoint | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> JobEnv:
@@ -77,12 +78,19 @@ class JobEnv:
                 "Barrel dispatcher (see DESIGN.md, 'The job contract')"
             )
         spool = environ.get("BARREL_SPOOL_DIR")
+        resume = None
+        if environ.get("BARREL_RESUME_FROM"):
+            step = environ.get("BARREL_RESUME_STEP", "")
+            if not step.isdigit():
+                raise JobEnvironmentError(f"BARREL_RESUME_STEP must be a step number, not {step!r}")
+            resume = ResumePoint(uri=environ["BARREL_RESUME_FROM"], step=int(step))
         return cls(
             api_url=environ["BARREL_API_URL"].rstrip("/"),
             run_id=environ["BARREL_RUN_ID"],
             attempt=environ.get("BARREL_ATTEMPT") or None,
             token=environ["BARREL_RUN_TOKEN"],
             spool_dir=Path(spool) if spool else Path.cwd() / ".barrel-spool",
+            resume_from=resume,
         )
 
 
@@ -248,6 +256,7 @@ def _run_job(env: JobEnv, api: ApiClient) -> int:
             reporter=reporter,
             api=api,
             logger=logging.getLogger(f"barrel.recipe.{spec.name}"),
+            resume_from=env.resume_from,
         )
         try:
             runner(config, ctx)

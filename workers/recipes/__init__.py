@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workers.recipes.base import RecipeConfig
+from workers.recipes.grpo.config import GRPOConfig
 from workers.recipes.smoke.config import SmokeConfig
 
 
@@ -38,6 +39,13 @@ RECIPES: dict[str, RecipeSpec] = {
             description="A few Ray tasks per step that report metrics; options to fail or run long.",
             config_model=SmokeConfig,
             runner="workers.recipes.smoke.run:run",
+        ),
+        RecipeSpec(
+            name="grpo",
+            description="GRPO with PPO clipping on Ray: torch or vLLM rollout, reward workers, trainer, "
+            "reference policy; sync or async with a staleness bound.",
+            config_model=GRPOConfig,
+            runner="workers.recipes.grpo.run:run",
         ),
     ]
 }

@@ -46,7 +46,8 @@ from workers.report.client import (
     backoff_delay,
     deliver,
 )
-from workers.report.encoding import EncodedPoint, batches, encode_point, to_float
+from workers.report.encoding import EncodedPoint, batches, encode_point, encode_value, to_float
+from workers.report.records import RecordSender
 from workers.report.spool import Spool, spool_path
 
 log = logging.getLogger("barrel.report")
@@ -102,6 +103,8 @@ class Reporter:
         self._token = token
         self._client = ApiClient(api_url, token, timeout_s=timeout_s)
         self._side_client: ApiClient | None = None  # for post_json from the caller's thread
+        self._records: RecordSender | None = None  # samples and checkpoints, on their own thread
+        self._records_client: ApiClient | None = None
 
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
@@ -203,6 +206,38 @@ class Reporter:
             client = self._side_client
         return client.request_json("POST", path, body, deadline_s=deadline_s)
 
+    def _record_sender(self) -> RecordSender:
+        with self._lock:
+            if self._records is None:
+                self._records_client = ApiClient(
+                    self.api_url,
+                    self._token,
+                    timeout_s=self.timeout_s,
+                    backoff_base_s=self.backoff_base_s,
+                    max_backoff_s=self.max_backoff_s,
+                )
+                self._records = RecordSender(self._records_client, self.run_id)
+            return self._records
+
+    def log_samples(self, samples: list[dict[str, Any]]) -> None:
+        """Queue rollout samples (``POST /runs/{id}/samples`` fields). Never blocks, never raises;
+        bounded, so a slow control plane costs old samples, not memory."""
+        try:
+            self._record_sender().samples(samples)
+        except Exception:
+            log.exception("reporter: log_samples failed")
+
+    def register_checkpoint(
+        self, *, step: int, uri: str, weight_version: int | None = None, metrics: Mapping[str, float] | None = None
+    ) -> None:
+        """Queue a checkpoint registration; delivered in the background, retried until close()."""
+        body: dict[str, Any] = {"step": int(step), "uri": uri, "weight_version": weight_version}
+        body["metrics"] = {k: encode_value(to_float(v)) for k, v in (metrics or {}).items()}
+        try:
+            self._record_sender().checkpoint(body)
+        except Exception:
+            log.exception("reporter: register_checkpoint failed")
+
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until everything logged so far was delivered; False if the deadline came first.
 
@@ -259,7 +294,9 @@ class Reporter:
             # Points the thread had not settled by the deadline; a duplicate is harmless.
             self._spool_points(rescue)
         atexit.unregister(self._close_at_exit)
-        for client in (self._client, self._side_client):
+        if self._records is not None:
+            self._records.close(max(1.0, deadline - time.monotonic()))
+        for client in (self._client, self._side_client, self._records_client):
             if client is not None:
                 try:
                     client.close()

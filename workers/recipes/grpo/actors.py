@@ -1,0 +1,495 @@
+"""The GRPO recipe's Ray actors: rollout workers, reward workers, the trainer and the reference.
+
+The classes are plain Python (wrapped with ``ray.remote`` by the driver), so they can be tested
+in-process as well. Data between them is small dicts and tensors; weights move as a state dict
+put once in Ray's object store and loaded by every engine, tagged with a version number.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import torch
+
+from workers.engines.base import Generation, SamplingSpec, pad_token_id
+from workers.models.tiny import materialise
+from workers.recipes.grpo import algo
+from workers.rewards import build_task
+from workers.rewards.base import Completion, RewardContext
+
+
+def _setup_process(threads: int) -> None:
+    torch.set_num_threads(threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+
+
+def _rss_gb() -> float:
+    return float(psutil.Process().memory_info().rss) / 2**30
+
+
+@dataclass
+class RolloutChunk:
+    groups: list[list[Generation]]
+    prompt_ids: list[str]
+    finished_at: float  # wall clock, for the reward pipeline's latency
+    generate_s: float
+
+
+@dataclass
+class ScoredSample:
+    prompt_id: str
+    prompt_text: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_text: str
+    logprobs: list[float]
+    weight_version: int
+    truncated: bool
+    reward: float
+    parts: dict[str, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ScoredChunk:
+    groups: list[list[ScoredSample]]
+    compute_s: float
+    # From the end of generation to the end of scoring, per sample: queueing + scoring.
+    latency_s: float
+    errors: int
+    generate_s: float
+    scored_at: float  # wall clock
+    weight_version: int = field(default=0)
+
+
+class RolloutWorker:
+    def __init__(
+        self,
+        *,
+        engine: str,
+        model_path: str,
+        dtype: str,
+        device: str,
+        threads: int,
+        gpu_memory_utilization: float = 0.5,
+        seed: int = 0,
+        tiny: dict[str, Any] | None = None,
+    ) -> None:
+        _setup_process(threads)
+        model_path = materialise(model_path, tiny)
+        if engine == "vllm":
+            from workers.engines.vllm_engine import VLLMEngine
+
+            self.engine: Any = VLLMEngine(
+                model_path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization, seed=seed
+            )
+        else:
+            from workers.engines.torch_engine import TorchEngine
+
+            self.engine = TorchEngine(model_path, dtype=dtype, device=device)
+
+    def generate(self, prompts: list[list[int]], prompt_ids: list[str], sampling: SamplingSpec) -> RolloutChunk:
+        started = time.perf_counter()
+        groups = self.engine.generate(prompts, sampling)
+        return RolloutChunk(groups, prompt_ids, time.time(), time.perf_counter() - started)
+
+    def load_weights(self, state: dict[str, torch.Tensor], version: int) -> int:
+        self.engine.load_weights(state, version)
+        return version
+
+    def stats(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self.engine.stats()), "rss_gb": _rss_gb()}
+
+
+class RewardWorker:
+    def __init__(
+        self,
+        *,
+        task: dict[str, Any],
+        model_path: str,
+        weights: dict[str, float],
+        threads: int,
+        tiny: dict[str, Any] | None = None,
+    ) -> None:
+        _setup_process(threads)
+        model_path = materialise(model_path, tiny)
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.task = build_task(task["name"], task["options"], seed=task["seed"])
+        self.functions = list(self.task.reward_functions())
+        self.ctx = RewardContext(sandbox=None)
+        needing = [fn.name for fn in self.functions if fn.needs_sandbox]
+        if needing and self.ctx.sandbox is None:
+            raise RuntimeError(f"reward function(s) {needing} run code and need a sandbox; none is configured")
+        self.weights = weights
+        self.prompts = {p.id: p for p in [*self.task.train_prompts(), *self.task.held_out_prompts()]}
+
+    def score(self, chunk: RolloutChunk) -> ScoredChunk:
+        started = time.perf_counter()
+        errors = 0
+        out: list[list[ScoredSample]] = []
+        for prompt_id, group in zip(chunk.prompt_ids, chunk.groups, strict=True):
+            prompt = self.prompts[prompt_id]
+            scored = []
+            for gen in group:
+                text = str(self.tokenizer.decode(gen.response_ids, skip_special_tokens=True))
+                completion = Completion(text=text, truncated=gen.truncated)
+                parts: dict[str, float] = {}
+                for fn in self.functions:
+                    try:
+                        parts[fn.name] = float(fn(prompt, completion, self.ctx))
+                    except Exception:  # noqa: BLE001 — a reward bug scores 0 and is counted, not fatal
+                        errors += 1
+                        parts[fn.name] = 0.0
+                reward = sum(self.weights.get(name, 0.0) * value for name, value in parts.items())
+                scored.append(
+                    ScoredSample(
+                        prompt_id=prompt_id,
+                        prompt_text=prompt.text,
+                        prompt_ids=gen.prompt_ids,
+                        response_ids=gen.response_ids,
+                        response_text=text,
+                        logprobs=gen.logprobs,
+                        weight_version=gen.weight_version,
+                        truncated=gen.truncated,
+                        reward=reward,
+                        parts=parts,
+                    )
+                )
+            out.append(scored)
+        versions = [g[0].weight_version for g in chunk.groups if g]
+        return ScoredChunk(
+            groups=out,
+            compute_s=time.perf_counter() - started,
+            latency_s=time.time() - chunk.finished_at,
+            errors=errors,
+            generate_s=chunk.generate_s,
+            scored_at=time.time(),
+            weight_version=min(versions) if versions else 0,
+        )
+
+
+def _load_model(model_path: str, device: str) -> Any:
+    from workers.engines.torch_engine import load_causal_lm
+
+    return load_causal_lm(model_path, dtype="float32", device=device)
+
+
+class ReferencePolicy:
+    """The frozen policy the KL term pulls towards: the model as RL started (after warm start)."""
+
+    def __init__(
+        self, *, model_path: str, device: str, threads: int, temperature: float, tiny: dict[str, Any] | None = None
+    ) -> None:
+        _setup_process(threads)
+        model_path = materialise(model_path, tiny)
+        self.model = _load_model(model_path, device).eval()
+        self.temperature = temperature
+        self.pad_id = pad_token_id(self.model.config)
+
+    def load_weights(self, state: dict[str, torch.Tensor]) -> None:
+        self.model.load_state_dict(state, strict=True)
+
+    @torch.no_grad()
+    def logprobs(self, samples: list[dict[str, Any]]) -> tuple[torch.Tensor, float]:
+        started = time.perf_counter()
+        batch = algo.pack(samples, self.pad_id).to(next(self.model.parameters()).device)
+        logp, _ = algo.token_logprobs(self.model, batch, temperature=self.temperature)
+        return logp.cpu(), time.perf_counter() - started
+
+
+def _param_delta_norm(before: dict[str, torch.Tensor], model: Any) -> float:
+    """‖θ_after - θ_before‖ / ‖θ_before‖ over every parameter, without concatenating them."""
+    num = 0.0
+    den = 0.0
+    for name, param in model.named_parameters():
+        old = before[name].to(param.device, torch.float32)
+        num += float((param.detach().float() - old).pow(2).sum())
+        den += float(old.pow(2).sum())
+    return math.sqrt(num) / math.sqrt(den) if den > 0 else 0.0
+
+
+class Trainer:
+    """Owns the policy and its optimizer; keeps the last few weight versions so it can recompute
+    log-probs on the exact version each sample was generated with (mismatch/engine_kl)."""
+
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        device: str,
+        threads: int,
+        lr: float,
+        temperature: float,
+        keep_versions: int,
+        seed: int,
+        tiny: dict[str, Any] | None = None,
+    ) -> None:
+        _setup_process(threads)
+        model_path = materialise(model_path, tiny)
+        from workers.engines.torch_engine import resolve_device
+
+        torch.manual_seed(seed)
+        self.device = resolve_device(device)
+        self.model = _load_model(model_path, str(self.device)).train()
+        self.pad_id = pad_token_id(self.model.config)
+        self.eos_id = int(self.model.config.eos_token_id)
+        self.lr = lr
+        self.temperature = temperature
+        self.keep_versions = max(1, keep_versions)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
+        self.version = 0
+        self.seed = seed
+        self.history: dict[int, dict[str, torch.Tensor]] = {0: self._snapshot()}
+        self._shadow: Any = None
+
+    # -------------------------------------------------------------- weights
+
+    def _snapshot(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return self.history[self.version]
+
+    def get_version(self) -> int:
+        return self.version
+
+    def _model_at(self, version: int) -> Any:
+        if version == self.version:
+            return self.model
+        if version not in self.history:
+            raise RuntimeError(
+                f"weights of version {version} are no longer kept (have {sorted(self.history)}); "
+                "samples older than max_staleness must be dropped before training"
+            )
+        if self._shadow is None:
+            self._shadow = copy.deepcopy(self.model).eval()
+        self._shadow.load_state_dict(self.history[version], strict=True)
+        return self._shadow
+
+    # -------------------------------------------------------------- warm start
+
+    def warm_start(
+        self, examples: list[tuple[list[int], list[int]]], *, steps: int, lr: float, batch_size: int
+    ) -> list[float]:
+        """Supervised steps on (prompt, target) pairs, loss on target tokens only. Uses its own
+        optimizer: RL starts with fresh Adam moments."""
+        rng = random.Random(f"{self.seed}:warm")
+        opt = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
+        losses = []
+        self.model.train()
+        for _ in range(steps):
+            chosen = [examples[rng.randrange(len(examples))] for _ in range(batch_size)]
+            samples = [
+                {"prompt_ids": p, "response_ids": t, "logprobs": [0.0] * len(t), "weight_version": 0} for p, t in chosen
+            ]
+            batch = algo.pack(samples, self.pad_id).to(self.device)
+            logp, _ = algo.token_logprobs(self.model, batch, temperature=1.0)
+            loss = -(logp * batch.response_mask).sum() / batch.response_mask.sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()  # type: ignore[no-untyped-call]
+            opt.step()
+            losses.append(float(loss.detach()))
+        self.history = {self.version: self._snapshot()}
+        return losses
+
+    # -------------------------------------------------------------- RL step
+
+    def train_step(
+        self,
+        groups: list[list[dict[str, Any]]],
+        ref: tuple[torch.Tensor, float] | None,
+        *,
+        clip_eps: float,
+        kl_coef: float,
+        ppo_epochs: int,
+        mini_batches: int,
+        max_grad_norm: float,
+        tis_cap: float | None,
+        step: int,
+    ) -> dict[str, float]:
+        samples = [s for g in groups for s in g]
+        group_size = len(groups[0])
+        rewards = torch.tensor([[s["reward"] for s in g] for g in groups], dtype=torch.float32)
+        adv_groups, zero_std = algo.group_advantages(rewards)
+        batch = algo.pack(samples, self.pad_id).to(self.device)
+        mask = batch.response_mask
+        advantages = adv_groups.flatten().to(self.device)[:, None] * mask
+
+        # Old log-probs: each sample on the weights it was generated with; and the current policy.
+        started = time.perf_counter()
+        with torch.no_grad():
+            self.model.eval()
+            current, _ = algo.token_logprobs(self.model, batch, temperature=self.temperature)
+            old = current.clone()
+            for version in sorted({int(v) for v in batch.versions.tolist()}):
+                if version == self.version:
+                    continue
+                rows = batch.versions == version
+                logp, _ = algo.token_logprobs(self._model_at(version), batch.rows(rows), temperature=self.temperature)
+                old[rows] = logp
+            self.model.train()
+        old_logprob_s = time.perf_counter() - started
+        mismatch, tis_weights = algo.mismatch_metrics(
+            engine_logp=batch.engine_logp, old_logp=old, current_logp=current, mask=mask, tis_cap=tis_cap
+        )
+        ref_logp = ref[0].to(self.device) if ref is not None else None
+
+        started = time.perf_counter()
+        before = self.history[self.version]
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
+        stats: dict[str, list[float]] = {
+            k: [] for k in ("loss", "clip_frac", "approx_kl", "kl_ref", "entropy", "grad_norm")
+        }
+        n = len(samples)
+        for _ in range(ppo_epochs):
+            order = torch.randperm(n, generator=gen)
+            for chunk in torch.chunk(order, min(mini_batches, n)):
+                idx = chunk.to(self.device)
+                mb = batch.rows(idx)
+                logp, entropy = algo.token_logprobs(self.model, mb, temperature=self.temperature, with_entropy=True)
+                assert entropy is not None
+                parts = algo.ppo_loss(
+                    logp=logp,
+                    old_logp=old[idx],
+                    advantages=advantages[idx],
+                    mask=mb.response_mask,
+                    clip_eps=clip_eps,
+                    tis_weights=tis_weights[idx],
+                    entropy=entropy,
+                    ref_logp=ref_logp[idx] if ref_logp is not None else None,
+                    kl_coef=kl_coef,
+                )
+                self.optimizer.zero_grad(set_to_none=True)
+                parts.loss.backward()  # type: ignore[no-untyped-call]
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_grad_norm)
+                self.optimizer.step()
+                stats["loss"].append(float(parts.loss.detach()))
+                stats["clip_frac"].append(parts.clip_frac)
+                stats["approx_kl"].append(parts.approx_kl)
+                stats["kl_ref"].append(parts.kl_ref)
+                stats["entropy"].append(parts.entropy)
+                stats["grad_norm"].append(float(grad_norm))
+        update_norm = _param_delta_norm(before, self.model)
+        self.version += 1
+        self.history[self.version] = self._snapshot()
+        for old_version in [v for v in self.history if v <= self.version - self.keep_versions]:
+            del self.history[old_version]
+        train_s = time.perf_counter() - started
+
+        lengths = [len(s["response_ids"]) for s in samples]
+        metrics: dict[str, float] = {f"policy/{k}": sum(v) / len(v) for k, v in stats.items()}
+        metrics["policy/grad_norm"] = max(stats["grad_norm"])
+        metrics["policy/update_norm"] = update_norm
+        metrics["policy/lr"] = self.optimizer.param_groups[0]["lr"]
+        if ref is None:
+            del metrics["policy/kl_ref"]
+        metrics.update(mismatch)
+        metrics.update(algo.reward_metrics(rewards, zero_std, _parts(samples)))
+        metrics.update(
+            {
+                "response_length/mean": sum(lengths) / len(lengths),
+                "response_length/max": float(max(lengths)),
+                "response_length/min": float(min(lengths)),
+                "response_length/clip_frac": sum(1 for s in samples if s["truncated"]) / len(samples),
+                "time/old_logprob_s": old_logprob_s,
+                "time/train_s": train_s,
+                "train/tokens": float(mask.sum()),
+                "train/group_size": float(group_size),
+            }
+        )
+        if ref is not None:
+            metrics["time/ref_logprob_s"] = ref[1]
+        metrics["system/trainer_rss_gb"] = _rss_gb()
+        if self.device.type == "cuda":
+            metrics["system/gpu_mem_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
+            try:
+                metrics["system/gpu_util"] = float(torch.cuda.utilization(self.device))
+            except Exception:  # noqa: BLE001, S110 — needs NVML (pynvml); the figure is optional
+                pass
+        return metrics
+
+    # -------------------------------------------------------------- eval
+
+    def generate_greedy(self, prompts: list[list[int]], prompt_ids: list[str], max_new_tokens: int) -> RolloutChunk:
+        from workers.engines.torch_engine import sample
+
+        started = time.perf_counter()
+        self.model.eval()
+        out = sample(
+            self.model, prompts, max_new_tokens=max_new_tokens, temperature=0.0, eos_id=self.eos_id, pad_id=self.pad_id
+        )
+        self.model.train()
+        groups = [
+            [Generation(list(p), r, lp, self.version, t)]
+            for p, r, lp, t in zip(prompts, out.responses, out.logprobs, out.truncated, strict=True)
+        ]
+        return RolloutChunk(groups, prompt_ids, time.time(), time.perf_counter() - started)
+
+    # -------------------------------------------------------------- checkpoints
+
+    def save(self, path: str, meta: dict[str, Any]) -> float:
+        """Model in HF format (loadable by any engine), plus optimizer, version and ``meta``."""
+        started = time.perf_counter()
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(out)
+        torch.save(
+            {"optimizer": self.optimizer.state_dict(), "version": self.version, "meta": meta},
+            out / "trainer_state.pt",
+        )
+        return time.perf_counter() - started
+
+    def load(self, path: str) -> dict[str, Any]:
+        from safetensors.torch import load_file
+
+        src = Path(path)
+        weights = load_file(str(src / "model.safetensors"), device=str(self.device))
+        missing, unexpected = self.model.load_state_dict(weights, strict=False)
+        # Tied embeddings are saved once; anything else missing is a real mismatch.
+        if unexpected or any(not k.endswith("lm_head.weight") for k in missing):
+            raise RuntimeError(f"checkpoint {src} does not match the model: missing {missing}, unexpected {unexpected}")
+        state = torch.load(src / "trainer_state.pt", map_location=self.device, weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.version = int(state["version"])
+        self.history = {self.version: self._snapshot()}
+        meta: dict[str, Any] = state["meta"]
+        return meta
+
+    def optimizer_digest(self) -> str:
+        """A hash of the optimizer state (moments and step counts), to show a resume restored it."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for group_state in self.optimizer.state.values():
+            for key in sorted(group_state):
+                value = group_state[key]
+                tensor = value if isinstance(value, torch.Tensor) else torch.tensor(value)
+                digest.update(key.encode())
+                digest.update(tensor.detach().cpu().float().numpy().tobytes())
+        return digest.hexdigest()[:16]
+
+
+def _parts(samples: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    parts: dict[str, list[float]] = {}
+    for s in samples:
+        for name, value in s["parts"].items():
+            parts.setdefault(name, []).append(value)
+    return parts

@@ -1,0 +1,216 @@
+"""The GRPO recipe's config: the one schema the submit API validates against.
+
+Every field has a default a person can read in the API docs (``GET /api/v1/recipes`` and
+``/api/docs/``); unknown fields and bad values answer 400 before anything is dispatched.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from workers.recipes.base import RecipeConfig
+
+Op = Literal["+", "-", "*"]
+
+
+def _default_ops() -> list[Op]:
+    return ["+"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TinyModelConfig(_Section):
+    hidden_size: int = Field(
+        default=64, ge=8, le=4096, description="Width of the tiny Llama built when no path is given."
+    )
+    layers: int = Field(default=2, ge=1, le=48, description="Transformer blocks of the tiny Llama.")
+    heads: int = Field(default=4, ge=1, le=64, description="Attention heads (must divide hidden_size).")
+    init_seed: int = Field(default=0, ge=0, description="Seed of the tiny model's random initialisation.")
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TinyModelConfig:
+        if self.hidden_size % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide hidden_size ({self.hidden_size})")
+        return self
+
+
+class ModelConfig(_Section):
+    path: str | None = Field(
+        default=None,
+        description="A local Hugging Face-format model directory, visible to every Ray node. "
+        "When omitted, a tiny Llama and character tokenizer are built locally from `tiny`.",
+    )
+    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig)
+
+
+class TaskConfig(_Section):
+    name: Literal["arithmetic"] = Field(default="arithmetic", description="Task with a verifiable reward.")
+    digits: int = Field(default=2, ge=1, le=6, description="Digits per operand.")
+    ops: list[Op] = Field(default_factory=_default_ops, min_length=1, description="Operators drawn from.")
+    train_size: int = Field(default=512, ge=1, le=1_000_000, description="Distinct RL training problems.")
+    held_out_size: int = Field(default=64, ge=1, le=100_000, description="Held-out problems, eval only.")
+    warm_start_size: int = Field(
+        default=64,
+        ge=0,
+        le=1_000_000,
+        description="Problems for the supervised warm start only (disjoint from the others).",
+    )
+    split_seed: int = Field(default=0, ge=0, description="Seed of the train/held-out split (shared across runs).")
+
+    @model_validator(mode="after")
+    def _enough_problems(self) -> TaskConfig:
+        values = 10 if self.digits == 1 else 9 * 10 ** (self.digits - 1)
+        space = values * values * len(set(self.ops))
+        wanted = self.train_size + self.held_out_size + self.warm_start_size
+        if wanted > space:
+            raise ValueError(
+                f"{self.digits}-digit operands give only {space} distinct problems; "
+                f"train_size + held_out_size + warm_start_size ({wanted}) is more"
+            )
+        return self
+
+
+class RolloutConfig(_Section):
+    engine: Literal["torch", "vllm"] = Field(
+        default="torch", description="torch: transformers on CPU or GPU; vllm: vLLM on a GPU (needs the gpu extra)."
+    )
+    workers: int = Field(default=1, ge=1, le=256, description="Rollout actors (engines).")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        default="float32",
+        description="Rollout precision. The trainer computes in float32, so bfloat16 here shows up "
+        "as mismatch/engine_kl.",
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="torch engine device.")
+    temperature: float = Field(
+        default=1.0, gt=0.0, le=10.0, description="Sampling temperature (the trainer uses the same)."
+    )
+    max_new_tokens: int = Field(
+        default=8, ge=1, le=32_768, description="Response length limit (response_length/clip_frac)."
+    )
+    chunk_prompts: int = Field(
+        default=4,
+        ge=1,
+        le=4096,
+        description="Prompts per generate call; rewards of one chunk overlap generation of the next.",
+    )
+    num_cpus: float = Field(default=0.5, ge=0.0, le=512, description="Ray CPUs reserved per rollout actor.")
+    num_gpus: float = Field(default=0.0, ge=0.0, le=8, description="Ray GPUs per rollout actor (vllm: at least 1).")
+    gpu_memory_utilization: float = Field(default=0.5, gt=0.0, le=0.95, description="vllm: fraction of GPU memory.")
+
+
+class RewardConfig(_Section):
+    workers: int = Field(default=1, ge=1, le=256, description="Reward actors.")
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"correct": 1.0, "format": 0.0},
+        description="Weight of each reward function in the reward; every function is reported as reward/<name>/mean.",
+    )
+    num_cpus: float = Field(default=0.25, ge=0.0, le=512, description="Ray CPUs reserved per reward actor.")
+
+
+class AlgorithmConfig(_Section):
+    prompts_per_step: int = Field(default=16, ge=1, le=100_000, description="Groups (prompts) per training step.")
+    group_size: int = Field(
+        default=8, ge=2, le=1024, description="Responses per prompt; advantages are normalised in the group."
+    )
+    lr: float = Field(default=5e-4, gt=0.0, le=1.0, description="AdamW learning rate.")
+    clip_eps: float = Field(
+        default=0.2, gt=0.0, le=10.0, description="PPO clip range: ratios outside 1±clip_eps are clipped."
+    )
+    kl_coef: float = Field(
+        default=0.0, ge=0.0, le=100.0, description="Weight of the k3 KL to the reference policy in the loss."
+    )
+    reference: bool = Field(default=True, description="Keep a reference policy actor and report policy/kl_ref.")
+    ppo_epochs: int = Field(default=1, ge=1, le=64, description="Passes over each batch.")
+    mini_batches: int = Field(
+        default=2, ge=1, le=1024, description="Optimizer steps per pass (ratios leave 1 after the first)."
+    )
+    max_grad_norm: float = Field(default=1.0, gt=0.0, description="Gradient clipping norm.")
+    tis_cap: float | None = Field(
+        default=2.0,
+        gt=0.0,
+        description="Truncated importance sampling: weight each token by min(π_old/μ_engine, tis_cap); "
+        "null turns it off.",
+    )
+    mode: Literal["sync", "async"] = Field(
+        default="sync",
+        description="sync: on-policy, rollout waits for weights; async: rollout runs ahead by up to max_staleness.",
+    )
+    max_staleness: int = Field(
+        default=1,
+        ge=0,
+        le=64,
+        description="async: groups generated more than this many weight versions ago are dropped.",
+    )
+    async_buffer_prompts: int | None = Field(
+        default=None, ge=1, description="async: prompts kept in flight (default: twice prompts_per_step)."
+    )
+
+
+class WarmStartConfig(_Section):
+    steps: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="Supervised steps on the training split before RL. A randomly initialised model needs them: "
+        "pure RL from random init stalls near 0.1 reward on arithmetic.",
+    )
+    lr: float = Field(default=3e-3, gt=0.0, le=1.0)
+    batch_size: int = Field(default=32, ge=1, le=100_000)
+
+
+class CheckpointConfig(_Section):
+    every: int = Field(
+        default=0, ge=0, description="Save and register a checkpoint every N steps (0: only at the end)."
+    )
+    dir: str | None = Field(
+        default=None,
+        description="Where checkpoints are written (shared storage on a multi-node cluster). "
+        "Default: $BARREL_CHECKPOINT_DIR, else ~/.barrel/checkpoints.",
+    )
+
+
+class EvalConfig(_Section):
+    every: int = Field(
+        default=10, ge=0, description="Greedy held-out eval every N steps (0: never); also at step 0 and the end."
+    )
+
+
+class GRPOConfig(RecipeConfig):
+    """GRPO with PPO clipping on Ray: rollout, reward, trainer and reference actors."""
+
+    steps: int = Field(default=60, ge=1, le=10_000_000, description="RL steps (optimizer updates of the policy).")
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    task: TaskConfig = Field(default_factory=TaskConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    samples_per_step: int = Field(
+        default=4, ge=0, le=256, description="Rollout samples kept per step (shown on the run page)."
+    )
+    trainer_num_cpus: float = Field(default=0.5, ge=0.0, le=512, description="Ray CPUs reserved for the trainer.")
+    reference_num_cpus: float = Field(
+        default=0.25, ge=0.0, le=512, description="Ray CPUs reserved for the reference policy."
+    )
+    trainer_device: Literal["auto", "cpu", "cuda"] = Field(default="auto")
+    threads_per_actor: int = Field(default=1, ge=1, le=256, description="torch threads in each actor.")
+    fail_at_step: int | None = Field(
+        default=None,
+        ge=0,
+        description="Raise at the start of this step (for testing failure handling); a resumed attempt does not.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GRPOConfig:
+        if self.rollout.engine == "vllm" and self.rollout.num_gpus <= 0:
+            raise ValueError("rollout.num_gpus must be at least 1 with rollout.engine 'vllm'")
+        unknown = set(self.reward.weights) - {"correct", "format"}
+        if unknown:
+            raise ValueError(f"reward.weights: unknown reward function(s) {sorted(unknown)}; known: correct, format")
+        return self

@@ -1,0 +1,71 @@
+"""Tasks with verifiable rewards, and the reward functions that score them.
+
+A task owns its prompts (a training split and a held-out split), what a correct answer is (for
+the optional supervised warm start) and its reward functions. Reward functions run in reward
+workers, never in the trainer; each one is reported as ``reward/<name>/mean`` and the run's
+reward is their weighted sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from workers.sandbox.base import Sandbox
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    text: str
+    # The reference answer, for rewards that compare and for the warm start's targets.
+    answer: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    # Stopped at the token limit instead of at end-of-sequence.
+    truncated: bool
+
+
+@dataclass
+class RewardContext:
+    """What a reward function may use besides the prompt and completion."""
+
+    sandbox: Sandbox | None = None
+
+
+class RewardFunction(Protocol):
+    name: str
+    # True for rewards that execute code: the reward worker must be given a sandbox.
+    needs_sandbox: bool
+
+    def __call__(self, prompt: Prompt, completion: Completion, ctx: RewardContext) -> float: ...
+
+
+class Task(Protocol):
+    name: str
+
+    def train_prompts(self) -> Sequence[Prompt]: ...
+
+    def held_out_prompts(self) -> Sequence[Prompt]:
+        """Never trained on: eval/ only."""
+        ...
+
+    def warm_start_prompts(self) -> Sequence[Prompt]:
+        """For the supervised warm start only; disjoint from the RL and held-out prompts, so eval
+        of the RL prompts measures what RL learned, not what the warm start memorised."""
+        ...
+
+    def reward_functions(self) -> Sequence[RewardFunction]: ...
+
+    def target(self, prompt: Prompt) -> str:
+        """The text a correct response consists of (without end-of-sequence)."""
+        ...
+
+
+class TaskConfigError(ValueError):
+    pass
