@@ -73,7 +73,12 @@ def job_environment(attempt: Attempt, run_token: str) -> dict[str, str]:
 
 
 def _runtime_env(attempt: Attempt, run_token: str) -> dict[str, Any]:
-    env: dict[str, Any] = {"env_vars": job_environment(attempt, run_token)}
+    env_vars = job_environment(attempt, run_token)
+    if attempt.resume_from is not None:
+        # A resumed attempt starts from this checkpoint (the job contract's resume variables).
+        env_vars["BARREL_RESUME_FROM"] = attempt.resume_from.uri
+        env_vars["BARREL_RESUME_STEP"] = str(attempt.resume_from.step)
+    env: dict[str, Any] = {"env_vars": env_vars}
     if settings.JOB_SHIP_CODE:
         # Ship the workers package with the job: the cluster runs the code this control plane
         # validated the config against, not whatever a node has installed.
@@ -97,7 +102,7 @@ def attempt_dispatch(*, attempt_id: str) -> str:
     re-submits under the same submission_id (which Ray refuses as a duplicate), or does nothing.
     """
     services.transition(attempt_id, [S.QUEUED], S.DISPATCHING)
-    attempt = Attempt.objects.filter(id=attempt_id).first()
+    attempt = Attempt.objects.filter(id=attempt_id).select_related("resume_from").first()
     if attempt is None or attempt.status != S.DISPATCHING:
         return "skipped"
     services.attempt_count_dispatch_try(attempt_id)

@@ -74,6 +74,10 @@ class Attempt(models.Model):
     packages = models.JSONField(default=dict, blank=True)
     python = models.CharField(max_length=32, blank=True, default="")
     hostname = models.CharField(max_length=255, blank=True, default="")
+    # Set on attempts made by `POST /runs/{id}/resume`: the job loads this checkpoint first.
+    resume_from = models.ForeignKey(
+        "checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "number"], name="attempt_run_number_unique")]

@@ -48,7 +48,14 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
             "packages",
             "python",
             "hostname",
+            "resume_from",
         ]
+
+
+class RunResumeSerializer(serializers.Serializer[None]):
+    checkpoint = serializers.IntegerField(
+        required=False, min_value=1, help_text="Checkpoint id; default: the run's latest checkpoint."
+    )
 
 
 class RunDetailSerializer(RunSummarySerializer):

@@ -171,7 +171,14 @@ def run_cancel(*, user: Any, run: Run) -> Run:
     if run.status in TERMINAL:
         raise ApiError(f"Run {run.id} already ended ({run.status}).", code="conflict", status_code=409)
     attempt = run.attempts.order_by("-number").first()
-    assert attempt is not None
+    if attempt is None:
+        # An external run (created through the MLflow API): no Ray job to stop, it ends now.
+        now = timezone.now()
+        ended = Run.objects.filter(id=run.id, attempts__isnull=True).exclude(status__in=TERMINAL)
+        if ended.update(status=S.CANCELLED, finished_at=now, updated_at=now, failure_reason="cancelled"):
+            _publish_status(run.id)
+        run.refresh_from_db()
+        return run
     if not transition(attempt.id, [S.QUEUED], S.CANCELLED, reason="cancelled before dispatch"):
         if transition(attempt.id, [S.DISPATCHING, S.RUNNING], S.CANCELLING):
             from controlplane.runs.tasks import stop_attempt
@@ -193,6 +200,68 @@ def run_clone(*, user: Any, run: Run, name: str = "") -> Run:
         name=name or f"{run.name}-clone",
         tags=list(run.tags),
     )
+
+
+RESUMABLE = (S.FAILED, S.CANCELLED)
+
+
+@transaction.atomic
+def run_resume(*, user: Any, run: Run, checkpoint_id: int | None = None) -> Run:
+    """A new attempt of ``run`` that starts from a checkpoint (the latest unless one is named).
+
+    The job receives the checkpoint in ``BARREL_RESUME_FROM`` / ``BARREL_RESUME_STEP`` and
+    continues at that step with the optimizer state and data position saved in it; metric points
+    of the steps it repeats overwrite the earlier attempt's (points are keyed by run, key, step).
+    """
+    from controlplane.checkpoints.models import Checkpoint
+
+    if not has_role(user, run.project.team_id, Role.MEMBER):
+        raise ApiError("Viewers cannot resume runs.", code="permission_denied", status_code=403)
+    locked = Run.objects.select_for_update().get(id=run.id)
+    if get_recipe(locked.recipe) is None:
+        raise ApiError(
+            f"Run {run.id} was not started by Barrel (recipe {locked.recipe!r}); only its own trainer can resume it.",
+            code="conflict",
+            status_code=409,
+        )
+    if locked.status not in RESUMABLE:
+        hint = " Clone it to run again." if locked.status == S.SUCCEEDED else ""
+        raise ApiError(
+            f"Run {run.id} is {locked.status}; only FAILED or CANCELLED runs can be resumed.{hint}",
+            code="conflict",
+            status_code=409,
+        )
+    checkpoints = Checkpoint.objects.filter(run=run)
+    if checkpoint_id is not None:
+        checkpoint = checkpoints.filter(id=checkpoint_id).first()
+        if checkpoint is None:
+            raise ApiError(
+                f"Checkpoint {checkpoint_id} is not a checkpoint of run {run.id}.",
+                fields={"checkpoint": ["not a checkpoint of this run"]},
+            )
+    else:
+        checkpoint = checkpoints.order_by("-step").first()
+        if checkpoint is None:
+            raise ApiError(
+                f"Run {run.id} registered no checkpoint to resume from; clone it to start over.",
+                code="conflict",
+                status_code=409,
+            )
+    last = run.attempts.order_by("-number").first()
+    attempt = Attempt.objects.create(
+        run=run,
+        number=(last.number if last else 0) + 1,
+        config=run.config,
+        seeds=last.seeds if last else {"seed": run.config.get("seed")},
+        resume_from=checkpoint,
+    )
+    Run.objects.filter(id=run.id, status__in=RESUMABLE).update(
+        status=S.QUEUED, finished_at=None, failure_reason="", log_tail="", updated_at=timezone.now()
+    )
+    _enqueue_dispatch(attempt.id)
+    _publish_status(run.id)
+    run.refresh_from_db()
+    return run
 
 
 @transaction.atomic

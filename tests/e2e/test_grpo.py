@@ -1,0 +1,170 @@
+"""The GRPO reference workload on a local Ray head, through the whole control plane: every stave
+reports, async staleness respects its bound, the mismatch metric attributes precision to the
+engine, checkpoints register, and a resumed run continues exactly where it stopped."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import TERMINAL, Live
+
+pytestmark = pytest.mark.e2e
+
+# Small enough for two CPU cores; a short warm start so rewards vary and updates are non-zero.
+TINY: dict[str, Any] = {
+    "steps": 5,
+    "seed": 7,
+    "task": {"digits": 1, "train_size": 40, "held_out_size": 10, "warm_start_size": 30},
+    "warm_start": {"steps": 40, "batch_size": 16},
+    # Partial credit for a well-formed answer: every group's rewards vary, so every step updates.
+    "reward": {"weights": {"correct": 1.0, "format": 0.5}},
+    "algorithm": {"prompts_per_step": 4, "group_size": 4},
+    "rollout": {"chunk_prompts": 2, "max_new_tokens": 4},
+    "eval": {"every": 2},
+    "samples_per_step": 2,
+}
+
+# Every DESIGN.md metric name that applies to this workload (no sandbox, no GPU here).
+EXPECTED_KEYS = {
+    *(f"reward/{k}" for k in ("mean", "std", "min", "max", "p10", "p50", "p90", "zero_std_frac")),
+    "reward/correct/mean",
+    "reward/format/mean",
+    *(f"response_length/{k}" for k in ("mean", "max", "min", "clip_frac")),
+    *(f"policy/{k}" for k in ("loss", "entropy", "kl_ref", "approx_kl", "clip_frac", "grad_norm", "update_norm", "lr")),
+    *(f"offpolicy/{k}" for k in ("staleness_mean", "staleness_max", "dropped", "queue_wait_s")),
+    *(
+        f"mismatch/{k}"
+        for k in (
+            "engine_kl",
+            "lag_kl",
+            "total_kl",
+            "engine_abs_diff_max",
+            "is_ratio_mean",
+            "is_ratio_max",
+            "tis_clip_frac",
+        )
+    ),
+    *(
+        f"time/{k}"
+        for k in ("rollout_s", "reward_s", "old_logprob_s", "train_s", "weight_sync_s", "checkpoint_s", "step_s")
+    ),
+    "idle/trainer_wait_s",
+    "idle/rollout_wait_s",
+    "perf/tokens_per_s",
+    "perf/samples_per_s",
+    *(f"reward_pipeline/{k}" for k in ("queue_depth", "latency_ms_p50", "latency_ms_p99", "errors")),
+    "eval/held_out/correct",
+    "eval/rl_prompts/correct",
+    "system/cpu_util",
+    "system/rss_gb",
+}
+
+
+def config(tmp: Path, **overrides: Any) -> dict[str, Any]:
+    cfg = copy.deepcopy(TINY)
+    cfg["checkpoint"] = {"dir": str(tmp / "checkpoints")}
+    for dotted, value in overrides.items():
+        *parents, leaf = dotted.split("__")
+        node = cfg
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return cfg
+
+
+def run_grpo(live: Live, cfg: dict[str, Any], statuses: set[str] = TERMINAL) -> dict[str, Any]:
+    run = live.submit(cfg, recipe="grpo")
+    done = live.wait(run["id"], statuses, timeout=300)
+    return done
+
+
+def series(live: Live, run_id: int) -> dict[str, dict[int, float]]:
+    """Every key's raw points (max_points above the step count: one point per bucket)."""
+    with live.client() as c:
+        keys = [k["key"] for k in c.get(f"/api/v1/runs/{run_id}/metrics/keys").json()["keys"]]
+        body = c.get(f"/api/v1/runs/{run_id}/metrics", params={"keys": ",".join(keys), "max_points": 1000}).json()
+    return {s["key"]: dict(zip(s["step"], s["last"], strict=True)) for s in body["series"]}
+
+
+def test_a_sync_run_reports_every_stave_and_registers_checkpoints(live: Live, tmp_path: Path):
+    done = run_grpo(live, config(tmp_path, checkpoint__every=2))
+    assert done["status"] == "SUCCEEDED", done["failure_reason"] + done["log_tail"]
+    points = series(live, done["id"])
+    missing = EXPECTED_KEYS - set(points)
+    assert not missing, f"metric names not reported: {sorted(missing)}"
+    assert sorted(points["reward/mean"]) == [0, 1, 2, 3, 4]
+    # On-policy: nothing is stale, nothing dropped, the trainer is never behind its samples.
+    assert set(points["offpolicy/staleness_max"].values()) == {0.0}
+    assert set(points["mismatch/lag_kl"].values()) == {0.0}
+    # float32 engine and float32 trainer on the same weights: only summation order differs.
+    assert max(points["mismatch/engine_kl"].values()) < 1e-9
+    assert all(v > 0 for v in points["policy/update_norm"].values())
+    with live.client() as c:
+        checkpoints = c.get(f"/api/v1/runs/{done['id']}/checkpoints").json()
+        samples = c.get(f"/api/v1/runs/{done['id']}/samples").json()
+    assert sorted(ck["step"] for ck in checkpoints) == [2, 4, 5]
+    for ck in checkpoints:
+        path = Path(ck["uri"].removeprefix("file://"))
+        assert (path / "config.json").is_file() and (path / "trainer_state.pt").is_file()
+        assert ck["weight_version"] == ck["step"]
+    rows = samples["results"] if isinstance(samples, dict) else samples
+    assert rows and {"prompt", "response", "reward", "weight_version"} <= set(rows[0])
+
+
+def test_async_staleness_is_positive_and_bounded_and_stale_groups_are_dropped(live: Live, tmp_path: Path):
+    cfg = config(
+        tmp_path,
+        steps=6,
+        algorithm__mode="async",
+        algorithm__max_staleness=1,
+        # Three batches in flight: some groups are two versions old when reached, and dropped.
+        algorithm__async_buffer_prompts=12,
+    )
+    done = run_grpo(live, cfg)
+    assert done["status"] == "SUCCEEDED", done["failure_reason"] + done["log_tail"]
+    points = series(live, done["id"])
+    assert max(points["offpolicy/staleness_max"].values()) == 1.0
+    assert max(points["offpolicy/staleness_mean"].values()) > 0.0
+    assert sum(points["offpolicy/dropped"].values()) > 0
+    # Stale samples: the trainer has moved on from the version that generated them.
+    assert max(points["mismatch/lag_kl"].values()) > 0.0
+
+
+def test_engine_kl_attributes_a_bf16_rollout_engine(live: Live, tmp_path: Path):
+    done = run_grpo(live, config(tmp_path, steps=3, rollout__dtype="bfloat16", eval__every=0))
+    assert done["status"] == "SUCCEEDED", done["failure_reason"] + done["log_tail"]
+    points = series(live, done["id"])
+    engine_kl = list(points["mismatch/engine_kl"].values())
+    assert min(engine_kl) > 1e-7, engine_kl
+    # Same weights, on-policy: the whole mismatch is the engine's, none of it is lag.
+    assert set(points["mismatch/lag_kl"].values()) == {0.0}
+
+
+def test_a_resumed_run_continues_from_its_checkpoint_with_the_same_state(live: Live, tmp_path: Path):
+    straight = run_grpo(live, config(tmp_path / "a", checkpoint__every=2))
+    broken = run_grpo(live, config(tmp_path / "b", checkpoint__every=2, fail_at_step=3))
+    assert straight["status"] == "SUCCEEDED", straight["failure_reason"] + straight["log_tail"]
+    assert broken["status"] == "FAILED" and "fail_at_step" in broken["failure_reason"]
+
+    with live.client() as c:
+        response = c.post(f"/api/v1/runs/{broken['id']}/resume", json={})
+        assert response.status_code == 202, response.text
+        attempts = response.json()["attempts"]
+        assert [a["number"] for a in attempts] == [1, 2]
+        assert attempts[1]["resume_from"] is not None
+    resumed = live.wait(broken["id"], TERMINAL, timeout=300)
+    assert resumed["status"] == "SUCCEEDED", resumed["failure_reason"] + resumed["log_tail"]
+
+    a, b = series(live, straight["id"]), series(live, broken["id"])
+    assert b["resume/from_step"] == {2: 2.0}
+    # Steps 2-4 were run by the resumed attempt. With the optimizer state (Adam moments), the
+    # data position and the weights restored, they repeat the uninterrupted run exactly; fresh
+    # Adam moments or another data order would change the loss, the update and the reward.
+    assert all(a["policy/update_norm"][step] > 0 for step in (2, 3, 4))
+    for key in ("policy/loss", "policy/update_norm", "policy/grad_norm", "reward/mean", "eval/held_out/correct"):
+        for step in sorted(set(a[key]) & {2, 3, 4, 5}):
+            assert b[key][step] == pytest.approx(a[key][step], rel=1e-5, abs=1e-7), (key, step)
