@@ -44,6 +44,18 @@ def token(stack: Stack) -> str:
     return str(response.json()["token"])
 
 
+def new_run(url: str, tok: str, project: str) -> int:
+    """A fresh run to report into (the smoke recipe; nothing dispatches it without Ray)."""
+    response = httpx.post(
+        f"{url}/api/v1/runs",
+        json={"project": project, "recipe": "smoke", "config": {"steps": 1}},
+        headers={"Authorization": f"Bearer {tok}"},
+        timeout=30,
+    )
+    response.raise_for_status()
+    return int(response.json()["id"])
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 

@@ -1,44 +1,109 @@
-"""Metric ingest throughput: the full HTTP path vs a raw COPY into the same table, one run.
+"""Metric ingest throughput, side by side in one run on one PostgreSQL:
 
-    .venv/bin/python benchmarks/ingest.py [--points 200000] [--batch 5000] [--trials 3]
+    .venv/bin/python -m benchmarks.ingest [--points 200000] [--batch 5000] [--trials 3] [--mlflow-points 50000]
 
-Full path = JSON over HTTP → uvicorn → DRF → validation → upsert (INSERT ... ON CONFLICT) →
-commit → one websocket event per batch. Baseline = psycopg COPY of the same rows into
-metrics_metricpoint (no validation, no conflict handling), the ceiling for this table.
+- full HTTP path: JSON (as the reporter sends it, ISO times included) over HTTP → uvicorn → DRF
+  → auth, rate-limit check, validation → series lock, binary COPY to a temp table, INSERT into
+  the points table, summaries, rollups → commit → one websocket event per batch. One client
+  sending batches back to back, as a run's reporter does; and two clients at once.
+- raw COPY into the same table, same run, same rows: binary COPY of pre-encoded rows (the
+  table's ceiling), and psycopg's write_row from Python tuples (what a Python client pays).
+  No validation, no conflict handling, no rollups.
+- MLflow: a tracking server (mlflow server, same PostgreSQL, postgresql+psycopg2) logging the
+  same points with the mlflow client's log_batch, 1,000 metrics per call (its limit). Skipped
+  with a message when mlflow is not installed (it is not a Barrel dependency:
+  `.venv/bin/pip install mlflow psycopg2-binary`).
+
+Trials are interleaved because the machine is shared and noisy; medians are printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import httpx
+import numpy as np
+import orjson
 import psycopg
 
-from benchmarks.common import bench_stack, median, token
+from benchmarks.common import median, new_run, token
+from benchmarks.mlflow_server import MlflowServer, stacks
+
+ISO = datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def http_ingest(url: str, tok: str, run_id: int, key: str, points: int, batch: int) -> float:
-    bodies = [
-        {"points": [{"key": key, "step": s, "value": s * 0.001} for s in range(start, min(points, start + batch))]}
+def encoded_bodies(key: str, points: int, batch: int) -> list[bytes]:
+    """Pre-encoded request bodies, so the client's JSON encoding is not timed."""
+    return [
+        orjson.dumps(
+            {
+                "points": [
+                    {"key": key, "step": s, "value": s * 0.001, "time": ISO}
+                    for s in range(start, min(points, start + batch))
+                ]
+            }
+        )
         for start in range(0, points, batch)
     ]
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {tok}"}, timeout=120) as client:
+
+
+def http_ingest(url: str, tok: str, run_id: int, keys: list[str], points: int, batch: int) -> float:
+    """Points per second with one client per key, all sending at once."""
+    work = {key: encoded_bodies(key, points, batch) for key in keys}
+    headers = {"Authorization": f"Bearer {tok}", "Content-Type": "application/json"}
+
+    def send(bodies: list[bytes]) -> None:
+        with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
+            for body in bodies:
+                client.post(f"/api/v1/runs/{run_id}/metrics", content=body).raise_for_status()
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(len(keys)) as pool:
+        list(pool.map(send, work.values()))
+    return points * len(keys) / (time.perf_counter() - t0)
+
+
+def new_series(conn: psycopg.Connection, run_id: int, key: str) -> int:
+    row = conn.execute(
+        "INSERT INTO metrics_metricseries (run_id, key, created_at) VALUES (%s, %s, now()) RETURNING id", [run_id, key]
+    ).fetchone()
+    assert row is not None
+    conn.commit()
+    return int(row[0])
+
+
+def copy_binary(dsn: str, run_id: int, key: str, points: int) -> float:
+    """One binary COPY of pre-encoded rows (series_id, step, value, time) and a commit."""
+    row = np.dtype(
+        [("n", ">i2"), ("l1", ">i4"), ("sid", ">i8"), ("l2", ">i4"), ("step", ">i8"), ("l3", ">i4"),
+         ("value", ">f8"), ("l4", ">i4"), ("time", ">i8")]
+    )  # fmt: skip
+    with psycopg.connect(dsn) as conn:
+        rows = np.empty(points, dtype=row)
+        rows["n"], rows["l1"], rows["l2"], rows["l3"], rows["l4"] = 4, 8, 8, 8, 8
+        rows["sid"] = new_series(conn, run_id, key)
+        rows["step"] = np.arange(points)
+        rows["value"] = np.arange(points) * 0.001
+        rows["time"] = int((datetime.now(UTC) - datetime(2000, 1, 1, tzinfo=UTC)).total_seconds() * 1e6)
+        data = b"PGCOPY\n\xff\r\n\x00" + bytes(8) + rows.tobytes() + b"\xff\xff"
         t0 = time.perf_counter()
-        for body in bodies:
-            client.post(f"/api/v1/runs/{run_id}/metrics", json=body).raise_for_status()
+        with (
+            conn.cursor() as cur,
+            cur.copy("COPY metrics_metricpoint (series_id, step, value, time) FROM STDIN (FORMAT BINARY)") as cp,
+        ):
+            cp.write(data)
+        conn.commit()
         return points / (time.perf_counter() - t0)
 
 
-def copy_ingest(dsn: str, run_id: int, key: str, points: int) -> float:
+def copy_rows(dsn: str, run_id: int, key: str, points: int) -> float:
+    """COPY fed row by row from Python tuples (psycopg's write_row) and a commit."""
     now = datetime.now(UTC)
     with psycopg.connect(dsn) as conn:
-        series_id = conn.execute(
-            "INSERT INTO metrics_metricseries (run_id, key, created_at) VALUES (%s, %s, now()) RETURNING id",
-            [run_id, key],
-        ).fetchone()[0]  # type: ignore[index]
-        conn.commit()
+        series_id = new_series(conn, run_id, key)
         t0 = time.perf_counter()
         with conn.cursor() as cur, cur.copy("COPY metrics_metricpoint (series_id, step, value, time) FROM STDIN") as cp:
             for s in range(points):
@@ -47,32 +112,64 @@ def copy_ingest(dsn: str, run_id: int, key: str, points: int) -> float:
         return points / (time.perf_counter() - t0)
 
 
+def mlflow_ingest(server: MlflowServer, trial: int, points: int) -> float:
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(server.url)
+    experiment = client.create_experiment(f"ingest-{trial}-{time.time()}")
+    run = client.create_run(experiment)
+    stamp = int(time.time() * 1000)
+    batches = [
+        [Metric(f"mlflow/{trial}", s * 0.001, stamp, s) for s in range(start, min(points, start + 1000))]
+        for start in range(0, points, 1000)
+    ]
+    t0 = time.perf_counter()
+    for metrics in batches:
+        client.log_batch(run.info.run_id, metrics=metrics)
+    return points / (time.perf_counter() - t0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=5_000)
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--mlflow-points", type=int, default=50_000)
     args = parser.parse_args()
-    stack = bench_stack(with_ray=False)
-    try:
+    with stacks() as (stack, mlflow):
         tok = token(stack)
-        run = httpx.post(
-            f"{stack.url}/api/v1/runs",
-            json={"project": "bench/ingest", "recipe": "smoke", "config": {"steps": 1}},
-            headers={"Authorization": f"Bearer {tok}"},
-            timeout=30,
-        ).json()
+        rid = new_run(stack.url, tok, "bench/ingest")
         dsn = stack.database_url or ""
-        http_rates, copy_rates = [], []
-        for trial in range(args.trials):  # interleaved: the machine is shared and noisy
-            http_rates.append(http_ingest(stack.url, tok, run["id"], f"http/{trial}", args.points, args.batch))
-            copy_rates.append(copy_ingest(dsn, run["id"], f"copy/{trial}", args.points))
+        rates: dict[str, list[float]] = {"http": [], "http2": [], "binary": [], "rows": [], "mlflow": []}
+        for trial in range(args.trials):
+            rates["http"].append(http_ingest(stack.url, tok, rid, [f"http/{trial}"], args.points, args.batch))
+            two = [f"http2/{trial}/a", f"http2/{trial}/b"]
+            rates["http2"].append(http_ingest(stack.url, tok, rid, two, args.points // 2, args.batch))
+            rates["binary"].append(copy_binary(dsn, rid, f"binary/{trial}", args.points))
+            rates["rows"].append(copy_rows(dsn, rid, f"rows/{trial}", args.points))
+            if mlflow is not None:
+                rates["mlflow"].append(mlflow_ingest(mlflow, trial, args.mlflow_points))
+
+        def line(name: str, key: str) -> None:
+            values = rates[key]
+            print(f"  {name:<34}: median {median(values):>10,.0f} points/s  {[round(r) for r in values]}")
+
         print(f"ingest of {args.points:,} points per trial, batches of {args.batch:,}, {args.trials} trials")
-        print(f"  full HTTP path : median {median(http_rates):>10,.0f} points/s  {[round(r) for r in http_rates]}")
-        print(f"  raw COPY       : median {median(copy_rates):>10,.0f} points/s  {[round(r) for r in copy_rates]}")
-        print(f"  HTTP / COPY    : {median(http_rates) / median(copy_rates):.2f}")
-    finally:
-        stack.stop()
+        line("full HTTP path, 1 client", "http")
+        line("full HTTP path, 2 clients at once", "http2")
+        line("raw COPY, binary, pre-encoded", "binary")
+        line("raw COPY, write_row from Python", "rows")
+        if mlflow is not None:
+            print(f"  (MLflow: {args.mlflow_points:,} points per trial, log_batch of 1,000)")
+            line(f"MLflow {mlflow.version} log_batch", "mlflow")
+        else:
+            print("  MLflow: skipped (mlflow not installed: .venv/bin/pip install mlflow psycopg2-binary)")
+        http = median(rates["http"])
+        print(f"  HTTP (1 client) / COPY binary   : {http / median(rates['binary']):.2f}")
+        print(f"  HTTP (1 client) / COPY write_row: {http / median(rates['rows']):.2f}")
+        if mlflow is not None:
+            print(f"  HTTP (1 client) / MLflow        : {http / median(rates['mlflow']):.1f}x")
 
 
 if __name__ == "__main__":

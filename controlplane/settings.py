@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "controlplane.runs",
     "controlplane.metrics",
     "controlplane.checkpoints",
+    "controlplane.tracking",
 ]
 
 MIDDLEWARE = [
@@ -51,6 +52,16 @@ TEMPLATES = [
 
 DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/barrel")
 DATABASES = {"default": database_from_url(DATABASE_URL)}
+# Under ASGI, Django runs each request's sync code in a thread of its own, so thread-local
+# persistent connections (CONN_MAX_AGE) would still open a PostgreSQL connection per request;
+# a process-wide psycopg pool hands each request a warm one instead (Django 5.1+).
+if env_bool("BARREL_DB_POOL", True):
+    DATABASES["default"]["OPTIONS"]["pool"] = {  # type: ignore[index]
+        "min_size": 2,
+        "max_size": env_int("BARREL_DB_POOL_MAX", 16),
+        "timeout": 30,
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -152,12 +163,25 @@ LOG_TAIL_CHARS = env_int("BARREL_LOG_TAIL_CHARS", 8000)
 METRICS_MAX_POINTS_PER_BATCH = env_int("BARREL_METRICS_MAX_POINTS", 10_000)
 METRICS_MAX_BODY_BYTES = env_int("BARREL_METRICS_MAX_BODY_BYTES", 2_000_000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(METRICS_MAX_BODY_BYTES, 2_621_440) + 1
-METRICS_MAX_READ_POINTS = env_int("BARREL_METRICS_MAX_READ_POINTS", 10_000)
+# Buckets (or raw points) per series in one read; 25k is the page MLflow's get-history returns.
+METRICS_MAX_READ_POINTS = env_int("BARREL_METRICS_MAX_READ_POINTS", 25_000)
 # Writes to a finished run are accepted for this long (late flushes of the job's reporter).
 METRICS_FINISHED_GRACE_S = env_float("BARREL_METRICS_FINISHED_GRACE_S", 300.0)
 # Per-token ingest rate limit (requests per second); 0 disables. Batches are large, so a
 # well-behaved reporter sends a few requests a second.
 METRICS_RATE_LIMIT_RPS = env_float("BARREL_METRICS_RATE_LIMIT_RPS", 100.0)
+# Bulk reads (POST /api/v1/metrics/query): at most this many series (runs times keys) in one request.
+METRICS_MAX_QUERY_SERIES = env_int("BARREL_METRICS_MAX_QUERY_SERIES", 2_000)
+# Prometheus /metrics: when set, scrapes must send `Authorization: Bearer <METRICS_TOKEN>`.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# Messages (and bytes) a websocket client may have queued before it counts as fallen behind:
+# its queue is then dropped and replaced by {"type": "resync"}, and it refetches over REST.
+WS_CLIENT_BUFFER = env_int("BARREL_WS_CLIENT_BUFFER", 64)
+WS_CLIENT_BUFFER_BYTES = env_int("BARREL_WS_CLIENT_BUFFER_BYTES", 4_000_000)
+
+# MLflow tracking API (/mlflow/api/2.0/mlflow/). The most points one get-history page returns;
+# the mlflow client asks for 25,000 and follows next_page_token.
+MLFLOW_HISTORY_PAGE_MAX = env_int("BARREL_MLFLOW_HISTORY_PAGE_MAX", 25_000)
 
 LOGGING = {
     "version": 1,

@@ -4,7 +4,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane import frontend
 from controlplane.checkpoints.api import CheckpointListView, RunCheckpointsView, RunSamplesView
-from controlplane.metrics.api import MetricKeysView, MetricsView
+from controlplane.metrics.api import MetricKeysView, MetricsQueryView, MetricsView
+from controlplane.observability import metrics_view
 from controlplane.runs.api import (
     RecipeListView,
     RunCancelView,
@@ -12,6 +13,7 @@ from controlplane.runs.api import (
     RunDetailView,
     RunEnvironmentView,
     RunListView,
+    RunResumeView,
 )
 from controlplane.teams.api import (
     MemberDetailView,
@@ -41,9 +43,11 @@ api_v1 = [
     path("runs/<int:run_id>", RunDetailView.as_view()),
     path("runs/<int:run_id>/cancel", RunCancelView.as_view()),
     path("runs/<int:run_id>/clone", RunCloneView.as_view()),
+    path("runs/<int:run_id>/resume", RunResumeView.as_view()),
     path("runs/<int:run_id>/environment", RunEnvironmentView.as_view()),
     path("runs/<int:run_id>/metrics", MetricsView.as_view()),
     path("runs/<int:run_id>/metrics/keys", MetricKeysView.as_view()),
+    path("metrics/query", MetricsQueryView.as_view()),
     path("runs/<int:run_id>/samples", RunSamplesView.as_view()),
     path("runs/<int:run_id>/checkpoints", RunCheckpointsView.as_view()),
     path("checkpoints", CheckpointListView.as_view()),
@@ -51,7 +55,9 @@ api_v1 = [
 
 urlpatterns = [
     path("healthz", healthz),
+    path("metrics", metrics_view),
     path("api/v1/", include(api_v1)),
+    path("mlflow/", include("controlplane.tracking.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     re_path(r"^assets/(?P<path>.+)$", frontend.assets),

@@ -8,6 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
+from controlplane import events
 from controlplane.asgi import application
 from controlplane.metrics.services import metrics_ingest, parse_points
 from controlplane.runs.models import Run, RunStatus
@@ -15,6 +16,13 @@ from controlplane.runs.services import transition
 from tests.conftest import Persona, run_token_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+@pytest.fixture(autouse=True)
+def _submitted(run: Run) -> None:
+    """Events go out on a background thread: let the run's submission event out before a test
+    connects, so that the test's first event is its own."""
+    assert events.flush(10)
 
 
 def connect(run_id: int, token: str | None) -> WebsocketCommunicator:
@@ -88,3 +96,34 @@ async def test_a_page_on_another_site_cannot_open_the_websocket(owner: Persona, 
     )
     assert not (await ws.connect())[0]
     await ws.disconnect()
+
+
+async def test_events_carry_a_run_seq_and_a_gap_makes_the_consumer_ask_for_a_resync(owner: Persona, run: Run):
+    ws = connect(run.id, owner.token)
+    assert (await ws.connect())[0]
+    snapshot = await receive(ws)
+    points = parse_points({"points": [{"key": "a", "step": 0, "value": 1}]}, max_points=10)
+    await sync_to_async(metrics_ingest)(run_id=run.id, points=points)
+    first = await receive(ws)
+    assert first["type"] == "metrics.points" and first["seq"] == snapshot["seq"] + 1
+
+    # An event the channel layer dropped for this consumer: the seq moves on without it.
+    await sync_to_async(events._redis().incr)(events.seq_key(run.id))
+    points = parse_points({"points": [{"key": "a", "step": 1, "value": 2}]}, max_points=10)
+    await sync_to_async(metrics_ingest)(run_id=run.id, points=points)
+    assert (await receive(ws)) == {"type": "resync"}
+    after = await receive(ws)
+    assert after["type"] == "metrics.points" and after["seq"] == first["seq"] + 2
+    await ws.disconnect()
+
+
+async def test_connected_clients_are_counted_for_prometheus(owner: Persona, run: Run):
+    from controlplane.observability import WS_CLIENTS
+
+    before = WS_CLIENTS._value.get()
+    ws = connect(run.id, owner.token)
+    assert (await ws.connect())[0]
+    await receive(ws)
+    assert WS_CLIENTS._value.get() == before + 1
+    await ws.disconnect()
+    assert WS_CLIENTS._value.get() == before

@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 import math
 import random
+from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from django.db import connection
@@ -12,6 +14,7 @@ from controlplane.metrics.models import MetricPoint
 from controlplane.runs.models import Run, RunStatus
 from controlplane.runs.services import transition
 from tests.conftest import Persona
+from workers.report.encoding import encode_value
 
 pytestmark = pytest.mark.django_db
 
@@ -58,6 +61,12 @@ def test_non_finite_values_are_stored_and_read_back(run: Run, run_client: APICli
         ({"step": 1, "value": 1}, "points[1].key"),
         ({"key": "bad key!", "step": 1, "value": 1}, "points[1].key"),
         ({"key": "x" * 251, "step": 1, "value": 1}, "points[1].key"),
+        ({"key": "a\nb", "step": 1, "value": 1}, "points[1].key"),
+        ({"key": "a\n", "step": 1, "value": 1}, "points[1].key"),
+        ({"key": ["a"], "step": 1, "value": 1}, "points[1].key"),
+        ({"key": "a", "step": 2**63, "value": 1}, "points[1].step"),
+        ({"key": "a", "step": 1, "value": 10**400}, "points[1].value"),
+        ({"key": "a", "step": 1, "value": 1, "time": 1e20}, "points[1].time"),
         ({"key": "a", "step": -1, "value": 1}, "points[1].step"),
         ({"key": "a", "step": 1.5, "value": 1}, "points[1].step"),
         ({"key": "a", "step": 1, "value": "high"}, "points[1].value"),
@@ -106,40 +115,121 @@ def test_too_many_requests_answer_429_with_retry_after(run: Run, run_client: API
     assert int(limited[0]["Retry-After"]) >= 1 and "retry" in limited[0].json()["message"]
 
 
-def brute_force(values: dict[int, float], max_points: int):
-    steps = sorted(values)
+def pg_order(v: float):
+    """PostgreSQL's float8 order: NaN above every number."""
+    return (math.isnan(v), v)
+
+
+def exact_mean(vals: list[float]) -> float:
+    """The mean of the values' shortest decimals (what JSON carried), rounded once."""
+    if any(math.isnan(v) for v in vals) or (math.inf in vals and -math.inf in vals):
+        return math.nan
+    if math.inf in vals or -math.inf in vals:
+        return math.inf if math.inf in vals else -math.inf
+    return float(sum(Fraction(Decimal(repr(v))) for v in vals) / len(vals))
+
+
+def brute_force(values: dict[int, float], max_points: int, start: int = 0, end: int = 2**63 - 1):
+    """The bucket contract of GET /runs/{id}/metrics, computed from every raw point: raw points
+    when they fit; else buckets of width 8**l * g steps (8**l the widest power of 8 not above
+    the narrowest fitting width) anchored at the 8**l-aligned bucket holding the first point."""
+    steps = sorted(s for s in values if start <= s <= end)
     if len(steps) <= max_points:
         return [(s, values[s], values[s], values[s], values[s]) for s in steps]
     first, last = steps[0], steps[-1]
-    width = -(-(last - first + 1) // max_points)
+    min_width = (last - first) // max_points + 1
+    level = min(20, (min_width.bit_length() - 1) // 3)
+    width = 8**level
+    origin = first // width
+    group = (last // width - origin) // max_points + 1
     buckets: dict[int, list[int]] = {}
     for s in steps:
-        buckets.setdefault((s - first) // width, []).append(s)
+        buckets.setdefault((s // width - origin) // group, []).append(s)
     out = []
     for _, members in sorted(buckets.items()):
         vals = [values[s] for s in members]
-        out.append((members[-1], min(vals), max(vals), sum(vals) / len(vals), values[members[-1]]))
+        out.append(
+            (members[-1], min(vals, key=pg_order), max(vals, key=pg_order), exact_mean(vals), values[members[-1]])
+        )
     return out
+
+
+def wire(v: float):
+    return encode_value(v)
+
+
+def assert_matches(got: dict, want: list, count: int):
+    assert got["count"] == count
+    assert got["step"] == [w[0] for w in want]
+    assert got["min"] == [wire(w[1]) for w in want]
+    assert got["max"] == [wire(w[2]) for w in want]
+    assert got["mean"] == [wire(w[3]) for w in want]  # exact, not approximately
+    assert got["last"] == [wire(w[4]) for w in want]
+
+
+def random_series(rng: random.Random, n: int, span: int) -> dict[int, float]:
+    steps = rng.sample(range(span), n)
+    # Mixed magnitudes make float sums order-dependent: only exact arithmetic matches.
+    return {s: rng.choice([rng.gauss(0, 1), rng.gauss(0, 1) * 1e12, rng.random() * 1e-9, 0.1]) for s in steps}
 
 
 def test_downsampled_buckets_match_a_brute_force_computation(run: Run, run_client: APIClient, owner: Persona):
     rng = random.Random(7)
-    steps = sorted(rng.sample(range(20_000), 3_000))
-    values = {s: rng.gauss(0, 1) for s in steps}
-    for i in range(0, len(steps), 1000):
-        post(run_client, run, [{"key": "r", "step": s, "value": values[s]} for s in steps[i : i + 1000]])
-    for max_points in (1, 7, 100, 2999, 5000):
+    values = random_series(rng, 12_000, 150_000)
+    items = list(values.items())
+    rng.shuffle(items)  # out of order, in batches, as a replaying reporter sends them
+    for i in range(0, len(items), 2500):
+        post(run_client, run, [{"key": "r", "step": s, "value": v} for s, v in items[i : i + 2500]])
+    # Replays that change values (and so bucket minima, maxima and lasts) and replays that do not.
+    for s in rng.sample(sorted(values), 400):
+        values[s] = rng.choice([values[s], -50.0, 50.0, rng.gauss(0, 3)])
+    changed = [{"key": "r", "step": s, "value": v} for s, v in values.items()]
+    for i in range(0, len(changed), 5000):
+        post(run_client, run, changed[i : i + 5000])
+    for max_points in (1, 7, 100, 999, 5000, 11_999, 12_000):
         got = read(owner.client, run, f"keys=r&max_points={max_points}")["r"]
         want = brute_force(values, max_points)
-        assert got["count"] == 3000 and len(got["step"]) == len(want) <= max_points
-        assert got["step"] == [w[0] for w in want]
-        assert got["min"] == [w[1] for w in want] and got["max"] == [w[2] for w in want]
-        assert got["last"] == [w[4] for w in want]
-        assert got["mean"] == pytest.approx([w[3] for w in want], rel=1e-12, abs=1e-12)
-    # A step range (zooming in) re-buckets only that range, down to raw points.
-    window = {s: v for s, v in values.items() if 5000 <= s <= 5500}
-    got = read(owner.client, run, "keys=r&max_points=1000&start=5000&end=5500")["r"]
-    assert got["step"] == sorted(window) and got["last"] == [window[s] for s in sorted(window)]
+        assert len(want) <= max_points
+        assert_matches(got, want, len(values))
+    # Step ranges (zooming in) re-bucket only the range, with exact edges, down to raw points.
+    for _ in range(40):
+        a, b = sorted(rng.sample(range(-10, 150_010), 2))
+        a = max(a, 0)
+        max_points = rng.choice([1, 3, 50, 400, 2000])
+        got = read(owner.client, run, f"keys=r&max_points={max_points}&start={a}&end={b}")["r"]
+        want = brute_force(values, max_points, a, b)
+        assert_matches(got, want, sum(1 for s in values if a <= s <= b))
+
+
+def test_non_finite_values_obey_postgres_order_in_buckets(run: Run, run_client: APIClient, owner: Persona):
+    rng = random.Random(3)
+    values = {s: rng.choice([rng.gauss(0, 1), math.nan, math.inf, -math.inf, 1.0]) for s in range(0, 3000, 3)}
+    post(run_client, run, [{"key": "x", "step": s, "value": encode_value(v)} for s, v in values.items()])
+    for max_points in (5, 60, 333):
+        assert_matches(
+            read(owner.client, run, f"keys=x&max_points={max_points}")["x"], brute_force(values, max_points), 1000
+        )
+
+
+def test_reads_touch_rollups_not_every_raw_point(run: Run, run_client: APIClient, owner: Persona):
+    for i in range(0, 60_000, 10_000):
+        post(run_client, run, [{"key": "big", "step": s, "value": s % 97} for s in range(i, i + 10_000)])
+
+    def points_read() -> int:
+        # Rows fetched from the points heap in this transaction (its rows are uncommitted, so
+        # even index-only scans fetch them).
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) "
+                "FROM pg_stat_xact_user_tables WHERE relname = 'metrics_metricpoint'"
+            )
+            return int(cur.fetchone()[0])
+
+    before = points_read()
+    got = read(owner.client, run, "keys=big&max_points=100&start=123&end=59001")["big"]
+    assert len(got["step"]) <= 100 and got["count"] == 59001 - 123 + 1
+    # Two range-edge probes and at most 7 raw points per edge; all else comes from rollups.
+    assert points_read() - before <= 2 + 14
 
 
 def test_keys_lists_every_series_with_its_latest_value(run: Run, run_client: APIClient, owner: Persona):
@@ -167,3 +257,94 @@ def test_points_are_keyed_by_series_and_step_in_one_index(db):
         cur.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'metrics_metricpoint'")
         [(index,)] = cur.fetchall()
     assert "(series_id, step)" in index
+
+
+def test_steps_as_strings_times_as_epochs_and_int_values_are_accepted(run: Run, run_client: APIClient, owner: Persona):
+    points = [
+        {"key": "a", "step": "3", "value": 2, "time": 1_700_000_000.5},
+        {"key": "a", "step": 4, "value": 1.5, "time": "2026-01-02T03:04:05.678"},
+    ]
+    assert post(run_client, run, points).status_code == 200
+    rows = list(MetricPoint.objects.filter(series__run=run).order_by("step").values_list("step", "value", "time"))
+    assert [(s, v) for s, v, _ in rows] == [(3, 2.0), (4, 1.5)]
+    assert rows[0][2].timestamp() == 1_700_000_000.5
+    assert rows[1][2].isoformat() == "2026-01-02T03:04:05.678000+00:00"
+
+
+def test_a_replay_inside_one_batch_keeps_the_last_write(run: Run, run_client: APIClient, owner: Persona):
+    post(run_client, run, [{"key": "a", "step": 1, "value": 1.0}])
+    post(run_client, run, [{"key": "a", "step": 1, "value": 2.0}, {"key": "a", "step": 1, "value": 3.0}])
+    assert read(owner.client, run)["a"]["last"] == [3.0]
+    keys = owner.client.get(f"/api/v1/runs/{run.id}/metrics/keys").json()["keys"]
+    assert keys == [{"key": "a", "count": 1, "first_step": 1, "last_step": 1, "last_value": 3.0}]
+
+
+def test_an_outsider_reads_no_metrics(run: Run, run_client: APIClient, outsider: Persona):
+    post(run_client, run, [{"key": "a", "step": 1, "value": 1.0}])
+    assert outsider.client.get(f"/api/v1/runs/{run.id}/metrics").status_code == 404
+    assert outsider.client.get(f"/api/v1/runs/{run.id}/metrics/keys").status_code == 404
+    assert post(outsider.client, run, [{"key": "a", "step": 2, "value": 1.0}]).status_code == 404
+
+
+def query(client: APIClient, **body):
+    return client.post("/api/v1/metrics/query", body, format="json")
+
+
+def test_a_bulk_read_returns_runs_times_keys_like_the_single_run_read(owner: Persona, project, run_client, run: Run):
+    from controlplane.runs.services import run_submit
+
+    other = run_submit(user=owner.user, project=project.id, recipe="smoke", config={})
+    rng = random.Random(5)
+    series = {}
+    for target in (run, other):
+        for key in ("reward/mean", "policy/loss"):
+            values = random_series(rng, 3000, 40_000)
+            series[(target.id, key)] = values
+            batch = [{"key": key, "step": s, "value": v} for s, v in values.items()]
+            owner_post = owner.client.post(f"/api/v1/runs/{target.id}/metrics", {"points": batch}, format="json")
+            assert owner_post.status_code == 200
+    response = query(owner.client, runs=[other.id, run.id], keys=["reward/mean", "policy/loss", "absent"],
+                     max_points=200, start=1000, end=30_000)  # fmt: skip
+    assert response.status_code == 200, response.content
+    got = response.json()["series"]
+    assert [(s["run"], s["key"]) for s in got] == sorted(series)  # by run, then key
+    for entry in got:
+        values = series[(entry["run"], entry["key"])]
+        want = brute_force(values, 200, 1000, 30_000)
+        assert_matches(entry, want, sum(1 for s in values if 1000 <= s <= 30_000))
+        single = read(
+            owner.client, Run.objects.get(id=entry["run"]), f"keys={entry['key']}&max_points=200&start=1000&end=30000"
+        )
+        assert {**single[entry["key"]], "run": entry["run"]} == entry
+    # Without keys: every key of every run.
+    assert len(query(owner.client, runs=[run.id, other.id]).json()["series"]) == 4
+
+
+def test_a_bulk_read_naming_a_run_the_caller_cannot_see_is_a_404(owner: Persona, outsider: Persona, run: Run):
+    response = query(outsider.client, runs=[run.id])
+    assert response.status_code == 404 and str(run.id) in response.json()["message"]
+    response = query(owner.client, runs=[run.id, 987654])
+    assert response.status_code == 404 and "987654" in response.json()["message"]
+    assert "runs" in response.json()["fields"]
+
+
+def test_a_bad_bulk_read_is_a_400_naming_the_field(owner: Persona, run: Run, settings):
+    response = query(owner.client, runs=[])
+    assert response.status_code == 400 and "runs" in response.json()["fields"]
+    response = query(owner.client, runs=[run.id], max_points=10**9)
+    assert response.status_code == 400 and "max_points" in response.json()["fields"]
+    settings.METRICS_MAX_QUERY_SERIES = 1
+    post(owner.client, run, [{"key": k, "step": 0, "value": 1} for k in ("a", "b")])
+    response = query(owner.client, runs=[run.id])
+    assert response.status_code == 400 and "limit" in response.json()["message"]
+
+
+def test_a_run_token_cannot_bulk_read(run: Run, run_client: APIClient):
+    assert query(run_client, runs=[run.id]).status_code in (403, 404)
+
+
+def test_the_bulk_read_is_in_the_openapi_schema(owner: Persona):
+    schema = owner.client.get("/api/schema/?format=json").json()
+    operation = schema["paths"]["/api/v1/metrics/query"]["post"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    assert set(schema["components"]["schemas"][body]["properties"]) >= {"runs", "keys", "max_points", "start", "end"}

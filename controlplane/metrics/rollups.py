@@ -1,0 +1,86 @@
+"""Multi-resolution rollups: the arithmetic shared by ingest (which levels a series keeps) and
+reads (which level answers a range, and which stored pieces cover its ragged edges).
+
+Level k holds one row per aligned bucket of 8**k steps: bucket b covers steps
+[b * 8**k, (b + 1) * 8**k). A level exists for a series once its span reaches 8**k steps, so a
+series never keeps levels coarser than itself. A read of M buckets over S steps uses the
+coarsest level whose buckets are no wider than S / M, so it touches at most about 8 * M stored
+rows however many raw points lie under them; the partial buckets at the two ends of the range
+are covered exactly by finer buckets and at most 7 raw points per end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SHIFT = 3
+FANOUT = 1 << SHIFT
+# 8**20 = 2**60 is the widest bucket whose index arithmetic stays inside a signed 64-bit step.
+MAX_LEVEL = 20
+
+
+def levels_for(diff: int) -> int:
+    """Levels a series whose last and first steps differ by `diff` keeps: the largest k with
+    8**k <= diff + 1 (diff, not the span, so that 2**63 - 1 steps apart does not overflow)."""
+    return min(MAX_LEVEL, ((diff + 1).bit_length() - 1) // SHIFT) if diff >= 0 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Stored rows to read: level 0 means raw points with lo <= step <= hi, level k > 0 means
+    rollup rows of that level with lo <= bucket <= hi."""
+
+    level: int
+    lo: int
+    hi: int
+
+
+@dataclass(slots=True)
+class Plan:
+    """How one series' range [first, last] is read: output bucket j holds the level-`level`
+    buckets origin + j * group ... origin + (j + 1) * group - 1, clipped to the range."""
+
+    level: int
+    origin: int
+    group: int
+    pieces: list[Piece] = field(default_factory=list)
+
+
+def _cover(a: int, b: int, top: int, out: list[Piece]) -> None:
+    """Append the fewest aligned pieces of levels below `top` that tile the steps [a, b]."""
+    while a <= b:
+        k = 0
+        while k + 1 < top and a % (1 << (SHIFT * (k + 1))) == 0 and a + (1 << (SHIFT * (k + 1))) - 1 <= b:
+            k += 1
+        width = 1 << (SHIFT * k)
+        index = a >> (SHIFT * k)
+        last = out[-1] if out else None
+        if last is not None and last.level == k and last.hi + 1 == index:
+            out[-1] = Piece(k, last.lo, index)
+        else:
+            out.append(Piece(k, index, index))
+        a += width
+
+
+def plan(first: int, last: int, max_points: int, levels: int) -> Plan:
+    """Plan a read of the points in [first, last] (both are steps of stored points) as at most
+    `max_points` buckets, using only levels 1..`levels`."""
+    diff = last - first
+    # Narrowest bucket width that fits: ceil((diff + 1) / max_points).
+    min_width = diff // max_points + 1
+    level = min(levels, levels_for(min_width - 1))
+    shift = SHIFT * level
+    origin, end = first >> shift, last >> shift
+    group = (end - origin) // max_points + 1
+    out = Plan(level, origin, group)
+    if level == 0:
+        out.pieces.append(Piece(0, first, last))
+        return out
+    # The first and last level buckets may hold points outside [first, last]: cover their
+    # in-range parts with finer pieces; everything between is whole buckets.
+    _cover(first, min(last, ((origin + 1) << shift) - 1), level, out.pieces)
+    if end - origin >= 2:
+        out.pieces.append(Piece(level, origin + 1, end - 1))
+    if end > origin:
+        _cover(end << shift, last, level, out.pieces)
+    return out

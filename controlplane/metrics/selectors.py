@@ -1,0 +1,279 @@
+"""Metric reads: downsampled series from the rollups, in a fixed number of queries however many
+runs, keys and points a request covers.
+
+A series' range [first, last] holding no more points than `max_points` comes back raw. A
+longer one comes back as at most `max_points` buckets, each with min, max, mean and last
+(the value at the bucket's largest step) and reported at its largest step. Buckets are groups
+of whole rollup buckets (see controlplane.metrics.rollups), clipped to the range, so reading a
+1M-point series at 1,000 buckets touches a few thousand stored rows.
+
+min, max and last are exact. mean is exact too: rollups keep numeric sums of each value's
+shortest round-trip decimal, and the mean is that sum over the count, rounded once to the
+nearest float (count 1 gives the value itself). NaN and ±Infinity follow PostgreSQL: NaN sorts
+above every number, so it is the max and never the min of a bucket that also holds numbers,
+and any NaN (or +Infinity together with -Infinity) makes the mean NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
+
+from controlplane.api import ApiError
+from controlplane.metrics.rollups import SHIFT, Plan, plan
+from workers.report.encoding import encode_value
+
+MAX_STEP = 2**63 - 1
+
+
+@dataclass(slots=True)
+class SeriesRef:
+    id: int
+    run_id: int
+    key: str
+    count: int
+    first_step: int | None
+    last_step: int | None
+    levels: int
+
+
+def _series_of(cur: CursorWrapper, run_ids: list[int], keys: list[str] | None) -> list[SeriesRef]:
+    query = (
+        "SELECT id, run_id, key, count, first_step, last_step, levels FROM metrics_metricseries WHERE run_id = ANY(%s)"
+    )
+    params: list[Any] = [run_ids]
+    if keys is not None:
+        query += " AND key = ANY(%s)"
+        params.append(keys)
+    cur.execute(query + " ORDER BY run_id, key", params)
+    return [SeriesRef(*row) for row in cur.fetchall()]
+
+
+def metric_keys(*, run_id: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "key": key,
+            "count": count,
+            "first_step": first,
+            "last_step": last,
+            "last_value": encode_value(value) if value is not None else None,
+        }
+        for key, count, first, last, value in _rows(
+            "SELECT key, count, first_step, last_step, last_value FROM metrics_metricseries "
+            "WHERE run_id = %s AND count > 0 ORDER BY key",
+            [run_id],
+        )
+    ]
+
+
+def _rows(query: str, params: Any) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cur:
+        cur.execute(query, params)
+        rows: list[tuple[Any, ...]] = cur.fetchall()
+        return rows
+
+
+def _encode(values: list[float]) -> list[float | str]:
+    if all(math.isfinite(v) for v in values):
+        return list(values)
+    return [encode_value(v) for v in values]
+
+
+def _mean(total: Decimal, count: int, last: float) -> float:
+    """total / count rounded once: Python's int / int is correctly rounded, and cheaper than
+    going through Fraction (no gcd)."""
+    if count == 1:
+        return last
+    if not total.is_finite():
+        return float(total)
+    exponent = int(total.as_tuple().exponent)
+    digits = int(total.scaleb(-exponent))
+    return float(digits / (count * 10**-exponent) if exponent < 0 else digits * 10**exponent / count)
+
+
+# First and last step in range: two index probes (ORDER BY ... LIMIT 1 stays an index scan).
+# Counting the points in range is left to the rollups: a capped count(*) here is planned as
+# a bitmap scan when the planner guesses a series is small, and then reads the whole range.
+_BOUNDS = """
+SELECT s.id, f.step, l.step
+FROM unnest(%(ids)s::int8[]) AS s(id)
+CROSS JOIN LATERAL (
+    SELECT step FROM metrics_metricpoint WHERE series_id = s.id AND step BETWEEN %(start)s AND %(end)s
+    ORDER BY step LIMIT 1) f
+CROSS JOIN LATERAL (
+    SELECT step FROM metrics_metricpoint WHERE series_id = s.id AND step BETWEEN %(start)s AND %(end)s
+    ORDER BY step DESC LIMIT 1) l
+"""
+
+_RAW = """
+SELECT r.series_id, p.step, p.value
+FROM unnest(%(ids)s::int8[], %(lo)s::int8[], %(hi)s::int8[]) AS r(series_id, lo, hi)
+CROSS JOIN LATERAL (
+    SELECT step, value FROM metrics_metricpoint p
+    WHERE p.series_id = r.series_id AND p.step BETWEEN r.lo AND r.hi ORDER BY step) p
+"""
+
+# Pieces are rollup buckets (level > 0: lo..hi are bucket numbers) or raw points (level 0:
+# lo..hi are steps). Output bucket j of a series groups the pieces whose first step falls in
+# its level buckets origin + j * grp ... origin + (j + 1) * grp - 1.
+_BUCKETS = """
+WITH spec AS (
+    SELECT * FROM unnest(%(sid)s::int8[], %(level)s::int4[], %(lo)s::int8[], %(hi)s::int8[],
+                         %(shift)s::int4[], %(origin)s::int8[], %(grp)s::int8[])
+    AS spec(series_id, level, lo, hi, shift, origin, grp)
+), pieces AS (
+    SELECT spec.series_id, (((r.bucket << (3 * spec.level)) >> spec.shift) - spec.origin) / spec.grp AS j,
+           r.count, r.min, r.max, r.sum, r.last_step, r.last_value
+    FROM spec CROSS JOIN LATERAL (
+        SELECT bucket, count, min, max, sum, last_step, last_value FROM metrics_metricrollup r
+        WHERE r.series_id = spec.series_id AND r.level = spec.level AND r.bucket BETWEEN spec.lo AND spec.hi) r
+    WHERE spec.level > 0
+    UNION ALL
+    SELECT spec.series_id, ((p.step >> spec.shift) - spec.origin) / spec.grp,
+           1, p.value, p.value, p.value::text::numeric, p.step, p.value
+    FROM spec CROSS JOIN LATERAL (
+        SELECT step, value FROM metrics_metricpoint p
+        WHERE p.series_id = spec.series_id AND p.step BETWEEN spec.lo AND spec.hi) p
+    WHERE spec.level = 0
+)
+SELECT series_id, sum(count)::int8, min(min), max(max), sum(sum), max(last_step),
+       (array_agg(last_value))[array_position(array_agg(last_step), max(last_step))]
+FROM pieces GROUP BY series_id, j ORDER BY series_id, j
+"""
+
+
+def _empty_values() -> dict[str, Any]:
+    return {"count": 0, "step": [], "min": [], "max": [], "mean": [], "last": []}
+
+
+def _empty(ref: SeriesRef) -> dict[str, Any]:
+    return {"run": ref.run_id, "key": ref.key, **_empty_values()}
+
+
+class TooManySeries(ApiError):
+    def __init__(self, found: int, limit: int) -> None:
+        super().__init__(
+            f"The query covers {found} series, over the limit of {limit}; name fewer runs or keys.", code="too_large"
+        )
+
+
+def series_read(
+    *,
+    run_ids: list[int],
+    keys: list[str] | None,
+    max_points: int,
+    start: int | None,
+    end: int | None,
+    max_series: int | None = None,
+) -> list[dict[str, Any]]:
+    """Each series of these runs (all keys, or the named ones), ordered by run and key, as
+    {"run", "key", "count", "step", "min", "max", "mean", "last"} over start <= step <= end.
+
+    One REPEATABLE READ transaction: the series summaries that choose raw points or buckets
+    and the rows read afterwards are of one moment, so a batch landing in between cannot push
+    a "raw" answer past max_points."""
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        with connection.cursor() as cur:
+            if outermost:  # only the first statement of a transaction may set its isolation
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            # float8 → text must be the shortest round-trip decimal, as in the stored sums.
+            cur.execute("SET LOCAL extra_float_digits = 1")
+            refs = _series_of(cur, run_ids, keys)
+            if max_series is not None and len(refs) > max_series:
+                raise TooManySeries(len(refs), max_series)
+            out = {ref.id: _empty(ref) for ref in refs}
+            bounds = _bounds(cur, refs, start, end)
+            # Raw when the range holds at most max_points points. The count is known for a whole
+            # series; for a narrower range the buckets tell it, and a range found to hold that
+            # few is read again raw (at most max_points rows, so the second read is cheap).
+            raw = {sid: b for sid, b in bounds.items() if b[2] is not None and b[2] <= max_points}
+            levels = {ref.id: ref.levels for ref in refs}
+            plans = {sid: plan(b[0], b[1], max_points, levels[sid]) for sid, b in bounds.items() if sid not in raw}
+            for sid, total in _read_buckets(cur, plans, out).items():
+                if total <= max_points:
+                    out[sid].update(_empty_values())
+                    raw[sid] = bounds[sid]
+            _read_raw(cur, raw, out)
+    return list(out.values())
+
+
+def _bounds(
+    cur: CursorWrapper, refs: list[SeriesRef], start: int | None, end: int | None
+) -> dict[int, tuple[int, int, int | None]]:
+    """Per series with points in range: (first step, last step, point count), from the summary
+    when the range covers the whole series, else from two index probes (count unknown)."""
+    lo, hi = (0 if start is None else start), (MAX_STEP if end is None else end)
+    bounds: dict[int, tuple[int, int, int | None]] = {}
+    narrowed = []
+    for ref in refs:
+        if ref.count == 0 or ref.first_step is None or ref.last_step is None:
+            continue
+        if lo <= ref.first_step and ref.last_step <= hi:
+            bounds[ref.id] = (ref.first_step, ref.last_step, ref.count)
+        elif lo <= ref.last_step and ref.first_step <= hi:
+            narrowed.append(ref.id)
+    if narrowed:
+        cur.execute(_BOUNDS, {"ids": narrowed, "start": lo, "end": hi})
+        bounds.update({sid: (first, last, None) for sid, first, last in cur.fetchall()})
+    return bounds
+
+
+def _read_raw(cur: CursorWrapper, raw: dict[int, tuple[int, int, int | None]], out: dict[int, dict[str, Any]]) -> None:
+    if not raw:
+        return
+    ids = sorted(raw)
+    cur.execute(_RAW, {"ids": ids, "lo": [raw[i][0] for i in ids], "hi": [raw[i][1] for i in ids]})
+    columns: dict[int, tuple[list[int], list[float]]] = {i: ([], []) for i in ids}
+    for sid, step, value in cur.fetchall():
+        steps, values = columns[sid]
+        steps.append(step)
+        values.append(value)
+    for sid, (steps, values) in columns.items():
+        encoded = _encode(values)  # one point per bucket: min = max = mean = last
+        out[sid].update(count=len(steps), step=steps, min=encoded, max=encoded, mean=encoded, last=encoded)
+
+
+def _read_buckets(cur: CursorWrapper, plans: dict[int, Plan], out: dict[int, dict[str, Any]]) -> dict[int, int]:
+    """Fill `out` with each planned series' buckets; returns series id → points in range."""
+    if not plans:
+        return {}
+    spec: dict[str, list[int]] = {k: [] for k in ("sid", "level", "lo", "hi", "shift", "origin", "grp")}
+    for sid, p in plans.items():
+        for piece in p.pieces:
+            spec["sid"].append(sid)
+            spec["level"].append(piece.level)
+            spec["lo"].append(piece.lo)
+            spec["hi"].append(piece.hi)
+            spec["shift"].append(SHIFT * p.level)
+            spec["origin"].append(p.origin)
+            spec["grp"].append(p.group)
+    cur.execute(_BUCKETS, spec)
+    for sid, count, mn, mx, total, last_step, last in cur.fetchall():
+        entry = out[sid]
+        entry["count"] += count
+        entry["step"].append(last_step)
+        entry["min"].append(mn)
+        entry["max"].append(mx)
+        entry["mean"].append(_mean(total, count, last))
+        entry["last"].append(last)
+    for sid in plans:
+        entry = out[sid]
+        for name in ("min", "max", "mean", "last"):
+            entry[name] = _encode(entry[name])
+    return {sid: out[sid]["count"] for sid in plans}
+
+
+def metrics_read(
+    *, run_id: int, keys: list[str] | None, max_points: int, start: int | None, end: int | None
+) -> list[dict[str, Any]]:
+    """One run's series (the shape of GET /runs/{id}/metrics: no "run" per series)."""
+    series = series_read(run_ids=[run_id], keys=keys, max_points=max_points, start=start, end=end)
+    for entry in series:
+        del entry["run"]
+    return series
