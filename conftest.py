@@ -7,3 +7,5 @@ import os
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/barrel")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+# The mlflow client (tracking API tests) would otherwise start a telemetry thread at import.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")

@@ -27,7 +27,15 @@ class Api:
         json: Any = None,
         params: dict[str, str | int] | None = None,
     ) -> Any:
-        target = f"/api/v1/{path.lstrip('/')}"
+        return self._send(method, f"/api/v1/{path.lstrip('/')}", json=json, params=params)
+
+    def mlflow(
+        self, method: str, endpoint: str, *, json: Any = None, params: dict[str, str | int] | None = None
+    ) -> Any:
+        """The control plane's MLflow-compatible API (``/mlflow/api/2.0/mlflow/<endpoint>``)."""
+        return self._send(method, f"/mlflow/api/2.0/mlflow/{endpoint.lstrip('/')}", json=json, params=params)
+
+    def _send(self, method: str, target: str, *, json: Any, params: dict[str, str | int] | None) -> Any:
         try:
             response = self._http.request(method, target, json=json, params=params)
         except httpx.TimeoutException as exc:

@@ -82,7 +82,7 @@ def api_error_from_response(response: httpx.Response) -> ApiError:
     except ValueError:
         body = None
     if isinstance(body, dict):
-        code = str(body.get("error") or "")
+        code = str(body.get("error") or body.get("error_code") or "")  # Barrel's API, or its MLflow one
         message = str(body.get("message") or body.get("detail") or "")
         raw_fields = body.get("fields")
         if isinstance(raw_fields, dict):

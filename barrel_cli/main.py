@@ -1,4 +1,4 @@
-"""``barrel``: submit, list, watch and cancel runs on a Barrel control plane.
+"""``barrel``: submit, list, watch and cancel runs on a Barrel control plane, and import metrics.
 
 Exit codes: 0 success; 1 error (network, API, or the watched run failed); 2 bad usage or a run
 config the control plane rejected; 130 interrupted.
@@ -20,6 +20,7 @@ from barrel_cli.client import Api
 from barrel_cli.config import DEFAULT_URL, config_path, load_config, normalize_url, resolve_credentials, save_config
 from barrel_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError
 from barrel_cli.formatting import project_label, runs_table
+from barrel_cli.importer import DEFAULT_BATCH, FORMATS, MAX_BATCH, run_import
 from barrel_cli.submission import build_submission
 from barrel_cli.watch import watch
 
@@ -71,6 +72,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("cancel", help="cancel a run", description="Cancel a run.")
     p.add_argument("run_id", metavar="ID", type=_run_id)
+
+    p = sub.add_parser(
+        "import",
+        help="import TensorBoard or JSONL metrics into a run",
+        description=(
+            "Import metrics from TensorBoard event files (a file, or a folder of events.out.tfevents.*) and "
+            'JSONL logs (one object per line: {"step": n, "key": value, ...}, or verl\'s file logger '
+            '{"step": n, "data": {...}}). Points are keyed by run, key and step, so importing again never '
+            "duplicates them."
+        ),
+    )
+    p.add_argument("paths", nargs="+", type=Path, metavar="FILE_OR_DIR")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--run", type=_run_id, metavar="ID", help="an existing run")
+    target.add_argument("--project", help="team/project: create a new run there (see --name)")
+    p.add_argument("--name", help="name of the new run (default: the first file's name)")
+    p.add_argument("--format", choices=FORMATS, default="auto", help="file format (default: by name and content)")
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=DEFAULT_BATCH,
+        metavar="N",
+        help=f"points per request (default {DEFAULT_BATCH}, at most {MAX_BATCH})",
+    )
     return parser
 
 
@@ -212,12 +237,30 @@ def cmd_cancel(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    if args.name and not args.project:
+        raise CliError("--name names a new run; use it with --project", exit_code=EXIT_USAGE)
+    api, _ = _api(environ)
+    with api:
+        return run_import(
+            api,
+            paths=args.paths,
+            fmt=args.format,
+            run_id=args.run,
+            project=args.project,
+            name=args.name,
+            batch=min(args.batch_size, MAX_BATCH),
+            out=sys.stdout,
+        )
+
+
 COMMANDS = {
     "login": cmd_login,
     "submit": cmd_submit,
     "runs": cmd_runs,
     "watch": cmd_watch,
     "cancel": cmd_cancel,
+    "import": cmd_import,
 }
 
 

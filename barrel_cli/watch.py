@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -100,6 +100,15 @@ class WatchState:
         return "  ".join(parts)
 
 
+class Showable(Protocol):
+    """What a Display shows: a one-line summary, and a status whose change is always printed."""
+
+    @property
+    def status(self) -> str: ...
+
+    def line(self, now: datetime | None = None) -> str: ...
+
+
 class Display:
     """One rewritten line on a terminal; plain lines, at most one a second, when piped."""
 
@@ -111,7 +120,7 @@ class Display:
         self._last_status = ""
         self._dirty = False
 
-    def show(self, state: WatchState, *, force: bool = False) -> None:
+    def show(self, state: Showable, *, force: bool = False) -> None:
         line = state.line()
         if self.tty:
             width = shutil.get_terminal_size((120, 20)).columns

@@ -90,6 +90,17 @@ def run_client(run: Run) -> APIClient:
     return client
 
 
+@pytest.fixture
+def live_url(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The URL of pytest-django's live server, for tests that drive it with a real client."""
+    from django.db import connections
+
+    # The live server answers each request on a new thread; a persistent connection would
+    # outlive it and keep the test database from being dropped at the end of the session.
+    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
+    return str(live_server.url)
+
+
 @pytest.fixture(scope="session")
 def ray_address(tmp_path_factory: pytest.TempPathFactory):
     """A real local Ray head for the session (GCS off 6379, which is Redis's port here).

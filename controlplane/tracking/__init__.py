@@ -1,0 +1,1 @@
+"""The MLflow tracking REST subset: Barrel projects and runs seen as MLflow experiments and runs."""
