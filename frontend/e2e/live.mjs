@@ -15,24 +15,9 @@
  * (default 60), BARREL_CHROMIUM (default /usr/bin/chromium).
  * Exit 0 on success; on failure print the reason, save failure.png, exit 1.
  */
-import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 
-class CheckFailed extends Error {}
-
-/** @param {string} name */
-function required(name) {
-  const value = process.env[name];
-  if (!value) throw new CheckFailed(`environment variable ${name} is required`);
-  return value;
-}
-
-/** @param {string} message */
-function log(message) {
-  process.stdout.write(`[e2e ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
-}
+import { CheckFailed, log, login, openBrowser, required, runCheck, screenshotDir } from "./browser.mjs";
 
 /**
  * Point counts of every chart on the page, by metric key.
@@ -49,60 +34,20 @@ async function pointCounts(page) {
   return new Map(pairs);
 }
 
-const LAUNCH_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
-
 async function main() {
   const base = required("BARREL_URL").replace(/\/+$/, "");
   const user = required("BARREL_USER");
   const password = required("BARREL_PASSWORD");
   const runId = required("BARREL_RUN_ID");
   if (!/^\d+$/.test(runId)) throw new CheckFailed(`BARREL_RUN_ID must be a run id, got ${JSON.stringify(runId)}`);
-  const shots = path.resolve(
-    process.env.BARREL_SCREENSHOT_DIR || path.join(path.dirname(fileURLToPath(import.meta.url)), "screenshots"),
-  );
-  mkdirSync(shots, { recursive: true });
+  const shots = screenshotDir();
   const watchKey = process.env.BARREL_METRIC_KEY || null;
   const growthTimeoutMs = 1000 * Number(process.env.BARREL_GROWTH_TIMEOUT_S || 60);
 
-  const browser = await chromium.launch({
-    executablePath: process.env.BARREL_CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: LAUNCH_ARGS,
-  });
-  /** @type {string[]} */
-  const browserErrors = [];
-  const context = await browser.newContext({ viewport: { width: 1440, height: 1000 } });
-  const page = await context.newPage();
-  page.on("pageerror", (error) => browserErrors.push(`page error: ${error.message}`));
-  page.on("console", (message) => {
-    if (message.type() === "error") browserErrors.push(`console: ${message.text()}`);
-  });
+  const { browser, page, errors: browserErrors } = await openBrowser();
 
   try {
-    // ---- log in
-    log(`open ${base}/login`);
-    await page.goto(`${base}/login`, { waitUntil: "domcontentloaded" });
-    await page.locator('input[name="username"]').fill(user);
-    await page.locator('input[name="password"]').fill(password);
-    await page.locator('button[type="submit"]').click();
-    const outcome = await Promise.race([
-      page.locator('[data-testid="runs-table"]').waitFor({ timeout: 30_000 }).then(() => "ok"),
-      page.locator(".login .error-box").waitFor({ timeout: 30_000 }).then(() => "error"),
-    ]).catch(() => "timeout");
-    if (outcome === "error") {
-      const text = await page.locator(".login .error-box").innerText();
-      throw new CheckFailed(`login refused: ${text.trim()}`);
-    }
-    if (outcome === "timeout") throw new CheckFailed(`no runs table 30 s after logging in (at ${page.url()})`);
-    log("logged in");
+    await login(page, base, user, password);
 
     // ---- runs table
     const row = page.locator(`[data-testid="run-row-${runId}"]`);
@@ -186,21 +131,4 @@ async function main() {
   }
 }
 
-// A stuck step must not hang the calling test.
-const overall = setTimeout(() => {
-  process.stderr.write("FAIL: e2e/live.mjs exceeded 5 minutes\n");
-  process.exit(1);
-}, 300_000);
-overall.unref();
-
-main().then(
-  () => {
-    log("OK");
-    process.exit(0);
-  },
-  (error) => {
-    const reason = error instanceof CheckFailed ? error.message : error instanceof Error ? error.stack ?? error.message : String(error);
-    process.stderr.write(`FAIL: ${reason}\n`);
-    process.exit(1);
-  },
-);
+runCheck("e2e/live.mjs", main);

@@ -24,6 +24,8 @@ import {
   type RunDetail,
   type RunListParams,
   type RunSummary,
+  type Sample,
+  type Checkpoint,
   type SessionResponse,
 } from "./types";
 
@@ -100,6 +102,46 @@ export function useCancelRun(runId: number) {
       queryClient.setQueryData(queryKeys.runDetail(runId), run);
       void queryClient.invalidateQueries({ queryKey: queryKeys.runLists });
     },
+  });
+}
+
+/** A new attempt from a checkpoint (the latest when none is named). */
+export function useResumeRun(runId: number) {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: (checkpoint?: number) =>
+      apiRequest<RunDetail>(`/runs/${runId}/resume`, {
+        method: "POST",
+        body: checkpoint === undefined ? {} : { checkpoint },
+      }),
+    onSuccess: (run) => {
+      queryClient.setQueryData(queryKeys.runDetail(runId), run);
+      void queryClient.invalidateQueries({ queryKey: queryKeys.runLists });
+    },
+  });
+}
+
+// ---------------------------------------------------------------- samples and checkpoints
+
+/** Samples shown on the run page: the newest ones (the job keeps a few per step). */
+export const SAMPLES_SHOWN = 40;
+
+export function useSamples(runId: number) {
+  return useQuery({
+    queryKey: queryKeys.samples(runId),
+    queryFn: ({ signal }) =>
+      apiRequest<Paginated<Sample>>(`/runs/${runId}/samples`, { query: { limit: SAMPLES_SHOWN }, signal }),
+    // "samples.added" events invalidate this entry.
+    staleTime: Number.POSITIVE_INFINITY,
+  });
+}
+
+export function useCheckpoints(runId: number) {
+  return useQuery({
+    queryKey: queryKeys.checkpoints(runId),
+    queryFn: ({ signal }) => apiRequest<Checkpoint[]>(`/runs/${runId}/checkpoints`, { signal }),
+    // "checkpoint.registered" events invalidate this entry.
+    staleTime: Number.POSITIVE_INFINITY,
   });
 }
 

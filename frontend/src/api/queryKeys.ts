@@ -12,4 +12,6 @@ export const queryKeys = {
   runDetail: (runId: number) => ["run", runId, "detail"] as const,
   metricKeys: (runId: number) => ["run", runId, "metric-keys"] as const,
   metricSeries: (runId: number) => ["run", runId, "metric-series"] as const,
+  samples: (runId: number) => ["run", runId, "samples"] as const,
+  checkpoints: (runId: number) => ["run", runId, "checkpoints"] as const,
 };

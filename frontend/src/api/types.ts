@@ -149,6 +149,35 @@ export interface Attempt {
   seeds: Record<string, unknown> | null;
   python: string | null;
   hostname: string | null;
+  /** Checkpoint id this attempt resumed from (POST /runs/{id}/resume), else null. */
+  resume_from: number | null;
+}
+
+/** A rollout sample a job kept (GET /runs/{id}/samples). */
+export interface Sample {
+  id: number;
+  step: number;
+  prompt: string;
+  response: string;
+  /** A number, or "NaN"/"Infinity" strings; null when the job sent none. */
+  reward: number | string | null;
+  prompt_tokens: number | null;
+  response_tokens: number | null;
+  weight_version: number | null;
+  extra: Record<string, unknown>;
+  created_at: string;
+}
+
+/** A checkpoint a job registered (GET /runs/{id}/checkpoints). */
+export interface Checkpoint {
+  id: number;
+  run: number;
+  attempt: string | null;
+  step: number;
+  uri: string;
+  weight_version: number | null;
+  metrics: Record<string, number | string>;
+  created_at: string;
 }
 
 export interface RunDetail extends RunSummary {
@@ -227,27 +256,55 @@ export interface MetricPointWire {
 
 // ---------------------------------------------------------------- websocket
 
+/**
+ * Every event of a run carries `seq`, the run's event counter; the snapshot
+ * carries the counter at connect. A jump means events were dropped on the way.
+ */
 export interface WsRunSnapshot {
   type: "run.snapshot";
   run: RunSummary;
+  seq?: number;
 }
 
 export interface WsRunStatus {
   type: "run.status";
   run: RunSummary;
+  seq?: number;
 }
 
 export interface WsMetricsPoints {
   type: "metrics.points";
   run_id: number;
   points: MetricPointWire[];
+  seq?: number;
 }
 
 export interface WsResync {
   type: "resync";
 }
 
-export type WsMessage = WsRunSnapshot | WsRunStatus | WsMetricsPoints | WsResync;
+export interface WsSamplesAdded {
+  type: "samples.added";
+  run_id: number;
+  count: number;
+  steps: number[];
+  seq?: number;
+}
+
+export interface WsCheckpointRegistered {
+  type: "checkpoint.registered";
+  run_id: number;
+  checkpoint: { id: number; step: number; uri: string };
+  seq?: number;
+}
+
+export type WsMessage =
+  | WsRunSnapshot
+  | WsRunStatus
+  | WsMetricsPoints
+  | WsResync
+  | WsSamplesAdded
+  | WsCheckpointRegistered;
 
 /** Close code the server uses for "not found / not yours". */
 export const WS_CLOSE_NOT_FOUND = 4404;

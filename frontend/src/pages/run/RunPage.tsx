@@ -9,6 +9,7 @@ import { useNow } from "../../components/useNow";
 import { formatDateTime, formatDuration, runDurationMs } from "../../format";
 import { groupByNamespace } from "./charts";
 import { MetricChart } from "./MetricChart";
+import { CheckpointsPanel, SamplesPanel } from "./RolloutPanels";
 import { useRunLive, type LiveState } from "./useRunLive";
 
 export function RunPage() {
@@ -41,7 +42,9 @@ function RunView({ runId }: { runId: number }) {
     <article className="run-page">
       <RunHeader run={run.data} live={live} />
       {run.data.status === "FAILED" ? <FailureBox run={run.data} /> : null}
+      <CheckpointsPanel run={run.data} />
       <Charts runId={runId} />
+      <SamplesPanel runId={runId} />
       <Attempts attempts={run.data.attempts} />
       <details className="panel">
         <summary>Config</summary>

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { liveBufferFor, type SeriesByKey } from "../../api/metrics";
 import { queryKeys } from "../../api/queryKeys";
 import type { MetricKeysResponse, Paginated, RunDetail, RunSummary } from "../../api/types";
-import { applyRunMessage, parseMessage, runSocketUrl } from "./live";
+import { applyRunMessage, parseMessage, runSocketUrl, SeqTracker } from "./live";
 
 function summary(id: number, status: RunSummary["status"]): RunSummary {
   return {
@@ -127,5 +127,62 @@ describe("applyRunMessage", () => {
     expect(qc.getQueryState(queryKeys.runDetail(9))?.isInvalidated).toBe(true);
     expect(qc.getQueryState(queryKeys.metricSeries(9))?.isInvalidated).toBe(true);
     expect(qc.getQueryState(queryKeys.runDetail(10))?.isInvalidated).toBe(false);
+  });
+});
+
+describe("SeqTracker", () => {
+  const points = (seq: number) => ({ type: "metrics.points" as const, run_id: 1, points: [], seq });
+
+  it("starts from the snapshot's seq and sees no gap in a consecutive stream", () => {
+    const tracker = new SeqTracker();
+    expect(tracker.missed({ type: "run.snapshot", run: summary(1, "RUNNING"), seq: 40 })).toBe(false);
+    expect([41, 42, 43].map((seq) => tracker.missed(points(seq)))).toEqual([false, false, false]);
+  });
+
+  it("reports a jump, once, and takes a late older event calmly", () => {
+    const tracker = new SeqTracker();
+    tracker.missed({ type: "run.snapshot", run: summary(1, "RUNNING"), seq: 5 });
+    expect(tracker.missed(points(8))).toBe(true);
+    expect(tracker.missed(points(7))).toBe(false);
+    expect(tracker.missed(points(9))).toBe(false);
+  });
+
+  it("ignores messages without a seq and the resync message itself", () => {
+    const tracker = new SeqTracker();
+    expect(tracker.missed({ type: "resync" })).toBe(false);
+    expect(tracker.missed({ type: "metrics.points", run_id: 1, points: [] })).toBe(false);
+    expect(tracker.missed(points(3))).toBe(false);
+    expect(tracker.missed(points(4))).toBe(false);
+  });
+
+  it("a missed event leads to a refetch of everything about the run", () => {
+    const qc = client();
+    qc.setQueryData(queryKeys.runDetail(11), detail(11, "RUNNING"));
+    qc.setQueryData<SeriesByKey>(queryKeys.metricSeries(11), {});
+    const tracker = new SeqTracker();
+    for (const message of [{ type: "run.snapshot" as const, run: summary(11, "RUNNING"), seq: 1 }, points(2), points(4)]) {
+      const withRun = message.type === "metrics.points" ? { ...message, run_id: 11 } : message;
+      if (tracker.missed(withRun)) applyRunMessage(qc, 11, { type: "resync" });
+      applyRunMessage(qc, 11, withRun);
+    }
+    expect(qc.getQueryState(queryKeys.metricSeries(11))?.isInvalidated).toBe(true);
+    expect(qc.getQueryState(queryKeys.runDetail(11))?.isInvalidated).toBe(true);
+  });
+});
+
+describe("samples and checkpoints events", () => {
+  it("invalidate exactly the run's samples or checkpoints, and ignore other runs", () => {
+    const qc = client();
+    qc.setQueryData<Paginated<unknown>>(queryKeys.samples(5), { count: 0, next: null, previous: null, results: [] });
+    qc.setQueryData(queryKeys.checkpoints(5), []);
+    qc.setQueryData(queryKeys.runDetail(5), detail(5, "RUNNING"));
+    applyRunMessage(qc, 5, { type: "samples.added", run_id: 6, count: 2, steps: [3] });
+    expect(qc.getQueryState(queryKeys.samples(5))?.isInvalidated).toBe(false);
+    applyRunMessage(qc, 5, { type: "samples.added", run_id: 5, count: 2, steps: [3] });
+    expect(qc.getQueryState(queryKeys.samples(5))?.isInvalidated).toBe(true);
+    expect(qc.getQueryState(queryKeys.checkpoints(5))?.isInvalidated).toBe(false);
+    applyRunMessage(qc, 5, { type: "checkpoint.registered", run_id: 5, checkpoint: { id: 1, step: 10, uri: "file:///c" } });
+    expect(qc.getQueryState(queryKeys.checkpoints(5))?.isInvalidated).toBe(true);
+    expect(qc.getQueryState(queryKeys.runDetail(5))?.isInvalidated).toBe(false);
   });
 });

@@ -102,6 +102,29 @@ function downsampleIfLong(queryClient: QueryClient, runId: number): void {
   }
 }
 
+/**
+ * Follows the run's event counter on one socket. The server tells a client
+ * that fell behind to resync, but it can only see the gaps it was handed;
+ * checking here too covers anything lost after that (a proxy, a bug).
+ */
+export class SeqTracker {
+  private last: number | null = null;
+
+  /** True when `message` shows that events were missed since the last one. */
+  missed(message: WsMessage): boolean {
+    if (message.type === "resync" || typeof message.seq !== "number") return false;
+    const seq = message.seq;
+    if (message.type === "run.snapshot" || this.last === null) {
+      this.last = seq;
+      return false;
+    }
+    // Events from concurrent publishers may swap places: an older seq is no gap.
+    const gap = seq > this.last + 1;
+    this.last = Math.max(this.last, seq);
+    return gap;
+  }
+}
+
 /** Refetch everything about the run: after a `resync`, or a reconnect that may have missed messages. */
 export function resyncRun(queryClient: QueryClient, runId: number): void {
   void queryClient.invalidateQueries({ queryKey: queryKeys.run(runId) });
@@ -140,8 +163,14 @@ export function applyRunMessage(
     case "resync":
       resyncRun(queryClient, runId);
       return;
+    case "samples.added":
+      if (message.run_id === runId) void queryClient.invalidateQueries({ queryKey: queryKeys.samples(runId) });
+      return;
+    case "checkpoint.registered":
+      if (message.run_id === runId) void queryClient.invalidateQueries({ queryKey: queryKeys.checkpoints(runId) });
+      return;
     default:
-      // Unknown types (e.g. samples) are for other views.
+      // Unknown types are for other views.
       return;
   }
 }

@@ -3,7 +3,7 @@ import { useEffect, useState } from "react";
 
 import { queryKeys } from "../../api/queryKeys";
 import { isTerminal, WS_CLOSE_NOT_FOUND, type RunDetail } from "../../api/types";
-import { applyRunMessage, parseMessage, resyncRun, runSocketUrl } from "./live";
+import { applyRunMessage, parseMessage, resyncRun, runSocketUrl, SeqTracker } from "./live";
 
 export type LiveState = "connecting" | "open" | "closed" | "not-found";
 
@@ -31,6 +31,7 @@ export function useRunLive(runId: number): LiveState {
     const connect = () => {
       setState("connecting");
       const ws = new WebSocket(runSocketUrl(runId, window.location));
+      const seq = new SeqTracker();
       socket = ws;
       ws.onopen = () => {
         failures = 0;
@@ -40,7 +41,9 @@ export function useRunLive(runId: number): LiveState {
       };
       ws.onmessage = (event: MessageEvent) => {
         const message = parseMessage(event.data);
-        if (message) applyRunMessage(queryClient, runId, message);
+        if (!message) return;
+        if (seq.missed(message)) resyncRun(queryClient, runId);
+        applyRunMessage(queryClient, runId, message);
       };
       ws.onclose = (event: CloseEvent) => {
         if (stopped) return;

@@ -1,0 +1,124 @@
+import { useState } from "react";
+
+import { useCheckpoints, useResumeRun, useSamples } from "../../api/hooks";
+import type { Checkpoint, RunDetail, Sample } from "../../api/types";
+import { ErrorBox } from "../../components/ErrorBox";
+import { formatDateTime } from "../../format";
+import { formatReward, samplesByStep } from "./samples";
+
+/** What the policy actually said, and what the reward made of it: the newest steps first. */
+export function SamplesPanel({ runId }: { runId: number }) {
+  const samples = useSamples(runId);
+  if (samples.isPending) return null;
+  if (samples.isError) return <ErrorBox error={samples.error} title="Cannot load rollout samples" />;
+  if (samples.data.results.length === 0) return null;
+  const steps = samplesByStep(samples.data.results);
+  return (
+    <details className="panel" open data-testid="samples">
+      <summary>
+        Rollout samples ({samples.data.count} kept; newest {steps.length} steps)
+      </summary>
+      <table className="table samples">
+        <thead>
+          <tr>
+            <th className="num">step</th>
+            <th>prompt</th>
+            <th>response</th>
+            <th className="num">reward</th>
+            <th className="num">tokens</th>
+            <th className="num">version</th>
+          </tr>
+        </thead>
+        <tbody>
+          {steps.flatMap(({ step, samples: rows }) =>
+            rows.map((s: Sample, i: number) => (
+              <tr key={s.id} className={i === 0 ? "step-start" : undefined}>
+                <td className="num">{i === 0 ? step : ""}</td>
+                <td>
+                  <code className="sample-text">{s.prompt}</code>
+                </td>
+                <td>
+                  {s.response ? (
+                    <code className="sample-text">{s.response}</code>
+                  ) : (
+                    <span className="muted">(empty: end of sequence at once)</span>
+                  )}
+                </td>
+                <td className="num">{formatReward(s.reward)}</td>
+                <td className="num">{s.response_tokens ?? "–"}</td>
+                <td className="num">{s.weight_version ?? "–"}</td>
+              </tr>
+            )),
+          )}
+        </tbody>
+      </table>
+    </details>
+  );
+}
+
+/** The checkpoint registry of one run, and resume for a run that stopped early. */
+export function CheckpointsPanel({ run }: { run: RunDetail }) {
+  const checkpoints = useCheckpoints(run.id);
+  const resume = useResumeRun(run.id);
+  const [chosen, setChosen] = useState<number | null>(null);
+  if (checkpoints.isPending) return null;
+  if (checkpoints.isError) return <ErrorBox error={checkpoints.error} title="Cannot load checkpoints" />;
+  if (checkpoints.data.length === 0) return null;
+  const resumable = run.status === "FAILED" || run.status === "CANCELLED";
+  const target = checkpoints.data.find((c) => c.id === chosen) ?? checkpoints.data[0];
+  const onResume = () => {
+    if (target && window.confirm(`Resume run ${run.id} from the checkpoint at step ${target.step}?`)) {
+      resume.mutate(target.id);
+    }
+  };
+  return (
+    <details className="panel" open={resumable} data-testid="checkpoints">
+      <summary>Checkpoints ({checkpoints.data.length})</summary>
+      {resumable ? (
+        <p className="resume-row">
+          <button type="button" onClick={onResume} disabled={resume.isPending} data-testid="resume-run">
+            {resume.isPending ? "Resuming…" : `Resume from step ${target?.step ?? "–"}`}
+          </button>
+          <span className="muted"> a new attempt continues from the chosen checkpoint</span>
+        </p>
+      ) : null}
+      {resume.isError ? <ErrorBox error={resume.error} title="Resume failed" /> : null}
+      <table className="table">
+        <thead>
+          <tr>
+            {resumable ? <th /> : null}
+            <th className="num">step</th>
+            <th className="num">version</th>
+            <th className="num">reward/mean</th>
+            <th>where</th>
+            <th>saved</th>
+          </tr>
+        </thead>
+        <tbody>
+          {checkpoints.data.map((c: Checkpoint) => (
+            <tr key={c.id}>
+              {resumable ? (
+                <td>
+                  <input
+                    type="radio"
+                    name="resume-from"
+                    aria-label={`resume from step ${c.step}`}
+                    checked={target?.id === c.id}
+                    onChange={() => setChosen(c.id)}
+                  />
+                </td>
+              ) : null}
+              <td className="num">{c.step}</td>
+              <td className="num">{c.weight_version ?? "–"}</td>
+              <td className="num">{formatReward(c.metrics["reward/mean"])}</td>
+              <td>
+                <code className="wrap">{c.uri}</code>
+              </td>
+              <td className="num">{formatDateTime(c.created_at)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </details>
+  );
+}
