@@ -14,7 +14,7 @@ import os
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,6 @@ class ScoredChunk:
     errors: int
     generate_s: float
     scored_at: float  # wall clock
-    weight_version: int = field(default=0)
 
 
 class RolloutWorker:
@@ -174,7 +173,6 @@ class RewardWorker:
                     )
                 )
             out.append(scored)
-        versions = [g[0].weight_version for g in chunk.groups if g]
         return ScoredChunk(
             groups=out,
             compute_s=time.perf_counter() - started,
@@ -182,7 +180,6 @@ class RewardWorker:
             errors=errors,
             generate_s=chunk.generate_s,
             scored_at=time.time(),
-            weight_version=min(versions) if versions else 0,
         )
 
 
