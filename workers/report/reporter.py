@@ -196,26 +196,25 @@ class Reporter:
         """
         with self._lock:
             if self._side_client is None:
-                self._side_client = ApiClient(
-                    self.api_url,
-                    self._token,
-                    timeout_s=self.timeout_s,
-                    backoff_base_s=self.backoff_base_s,
-                    max_backoff_s=self.max_backoff_s,
-                )
+                self._side_client = self._retrying_client()
             client = self._side_client
         return client.request_json("POST", path, body, deadline_s=deadline_s)
+
+    def _retrying_client(self) -> ApiClient:
+        """A client of its own (httpx clients are not shared between threads) with this
+        reporter's timeout and backoff."""
+        return ApiClient(
+            self.api_url,
+            self._token,
+            timeout_s=self.timeout_s,
+            backoff_base_s=self.backoff_base_s,
+            max_backoff_s=self.max_backoff_s,
+        )
 
     def _record_sender(self) -> RecordSender:
         with self._lock:
             if self._records is None:
-                self._records_client = ApiClient(
-                    self.api_url,
-                    self._token,
-                    timeout_s=self.timeout_s,
-                    backoff_base_s=self.backoff_base_s,
-                    max_backoff_s=self.max_backoff_s,
-                )
+                self._records_client = self._retrying_client()
                 self._records = RecordSender(self._records_client, self.run_id)
             return self._records
 
