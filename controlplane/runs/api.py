@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from controlplane.api import ApiError, Pagination
 from controlplane.runs import selectors, services
-from controlplane.runs.models import Run
+from controlplane.runs.models import Attempt, Run
 from controlplane.runs.serializers import (
     STATUS_CHOICES,
     EnvironmentSerializer,
@@ -27,7 +27,8 @@ def get_run(request: Request, run_id: int, *, with_attempts: bool = False) -> Ru
     """The run if the caller may see it; 404 otherwise (another team's run does not exist)."""
     runs = selectors.runs_visible_to(request.user)
     if with_attempts:
-        runs = runs.prefetch_related("attempts")
+        # Oldest attempt first, always: clients read the last one as the current attempt.
+        runs = runs.prefetch_related(Prefetch("attempts", queryset=Attempt.objects.order_by("number")))
     run = runs.filter(id=run_id).first()
     if run is None:
         raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)

@@ -1,7 +1,7 @@
 import { Link, useParams } from "react-router";
 
 import { ApiError } from "../../api/client";
-import { useCancelRun, useMetricSeries, useRun } from "../../api/hooks";
+import { useCancelRun, useCheckpoints, useMetricSeries, useRun } from "../../api/hooks";
 import { isTerminal, type Attempt, type RunDetail } from "../../api/types";
 import { ErrorBox } from "../../components/ErrorBox";
 import { StatusBadge } from "../../components/StatusBadge";
@@ -45,7 +45,7 @@ function RunView({ runId }: { runId: number }) {
       <CheckpointsPanel run={run.data} />
       <Charts runId={runId} />
       <SamplesPanel runId={runId} />
-      <Attempts attempts={run.data.attempts} />
+      <Attempts runId={runId} attempts={run.data.attempts} />
       <details className="panel">
         <summary>Config</summary>
         <pre className="code-block" data-testid="run-config">
@@ -194,8 +194,12 @@ function Charts({ runId }: { runId: number }) {
   );
 }
 
-function Attempts({ attempts }: { attempts: Attempt[] }) {
+function Attempts({ runId, attempts }: { runId: number; attempts: Attempt[] }) {
+  const checkpoints = useCheckpoints(runId);
   if (attempts.length === 0) return null;
+  const stepOf = new Map((checkpoints.data ?? []).map((c) => [c.id, c.step]));
+  const resumedFrom = (id: number | null) =>
+    id === null ? "–" : stepOf.has(id) ? `step ${stepOf.get(id)}` : `checkpoint ${id}`;
   return (
     <details className="panel" open={attempts.some((a) => a.failure_reason)}>
       <summary>Attempts ({attempts.length})</summary>
@@ -210,6 +214,7 @@ function Attempts({ attempts }: { attempts: Attempt[] }) {
             <th>code</th>
             <th>python</th>
             <th>host</th>
+            <th>resumed from</th>
             <th>failure</th>
           </tr>
         </thead>
@@ -228,6 +233,7 @@ function Attempts({ attempts }: { attempts: Attempt[] }) {
               </td>
               <td className="num">{a.python || "–"}</td>
               <td>{a.hostname || "–"}</td>
+              <td className="num">{resumedFrom(a.resume_from)}</td>
               <td className="wrap">{a.failure_reason || ""}</td>
             </tr>
           ))}
