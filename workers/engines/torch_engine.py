@@ -96,9 +96,11 @@ def sample(
             nxt = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
         chosen = logp.gather(-1, nxt[:, None]).squeeze(-1)
         nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
-        for i in torch.nonzero(~done).flatten().tolist():
-            responses[i].append(int(nxt[i]))
-            logprobs[i].append(float(chosen[i]))
+        # One device-to-host copy per step, not one per sequence and token.
+        for i, (alive, token, lp) in enumerate(zip((~done).tolist(), nxt.tolist(), chosen.tolist(), strict=True)):
+            if alive:
+                responses[i].append(token)
+                logprobs[i].append(lp)
         done = done | (nxt == eos_id)
         if bool(done.all()):
             break

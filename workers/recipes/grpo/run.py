@@ -136,7 +136,6 @@ def _check_resources(config: GRPOConfig) -> None:
 class Actors:
     rollout: list[Any]
     reward: list[Any]
-    trainer: Any
     reference: Any | None
 
 
@@ -168,7 +167,7 @@ class GRPORun:
         self.step = 0
         self.chunks_launched = 0
         self.process = psutil.Process()
-        self._engine_totals: dict[str, float] = {}
+        self._engine_totals = {"idle_s": 0.0, "load_weights_s": 0.0}
         self._ids: dict[str, list[int]] = {}
 
     # ------------------------------------------------------------------ set-up
@@ -215,7 +214,7 @@ class GRPORun:
                     tiny=self.tiny if reference_path == self.model_path else None,
                 )
             )
-        return Actors(rollout=rollout, reward=reward, trainer=self.trainer, reference=reference)
+        return Actors(rollout=rollout, reward=reward, reference=reference)
 
     # ------------------------------------------------------------------ the run
 
@@ -252,7 +251,7 @@ class GRPORun:
         self.reference_path = reference_path
         self._version: int = ray.get(self.trainer.get_version.remote())
         self.sync_weights(self._version, wait=True)
-        self.baseline_engine_stats()
+        self.engine_deltas()  # the baseline: start-up and the first load are not a step's
 
         if c.eval.every and self.step < c.steps:
             self.evaluate(self.step)
@@ -304,13 +303,6 @@ class GRPORun:
         else:
             ray.wait([state], fetch_local=False)
         return time.perf_counter() - started
-
-    def baseline_engine_stats(self) -> None:
-        stats = ray.get([w.stats.remote() for w in self.actors.rollout])
-        self._engine_totals = {
-            "idle_s": sum(s["idle_s"] for s in stats),
-            "load_weights_s": max(s["load_weights_s"] for s in stats),
-        }
 
     def engine_deltas(self) -> tuple[dict[str, float], float]:
         stats = ray.get([w.stats.remote() for w in self.actors.rollout])
@@ -407,14 +399,11 @@ class GRPORun:
             raise RuntimeError(f"grpo recipe failing on purpose at step {self.step} (fail_at_step)")
 
     def collect(self, refs: list[Any]) -> tuple[list[actors.ScoredChunk], int, float]:
-        pending = list(refs)
-        depth = len(pending)
+        """The step's scored chunks in launch order, how many reward calls were outstanding, and
+        how long the trainer waited for them."""
         started = time.perf_counter()
-        results: dict[Any, actors.ScoredChunk] = {}
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            results[done[0]] = ray.get(done[0])
-        return [results[r] for r in refs], depth, time.perf_counter() - started
+        chunks: list[actors.ScoredChunk] = ray.get(refs)
+        return chunks, len(refs), time.perf_counter() - started
 
     # ------------------------------------------------------------------ one update
 
