@@ -247,13 +247,11 @@ def run_resume(*, user: Any, run: Run, checkpoint_id: int | None = None) -> Run:
                 code="conflict",
                 status_code=409,
             )
+    # A run of a Barrel recipe always has its first attempt (run_submit creates it).
     last = run.attempts.order_by("-number").first()
+    assert last is not None
     attempt = Attempt.objects.create(
-        run=run,
-        number=(last.number if last else 0) + 1,
-        config=run.config,
-        seeds=last.seeds if last else {"seed": run.config.get("seed")},
-        resume_from=checkpoint,
+        run=run, number=last.number + 1, config=run.config, seeds=last.seeds, resume_from=checkpoint
     )
     Run.objects.filter(id=run.id, status__in=RESUMABLE).update(
         status=S.QUEUED, finished_at=None, failure_reason="", log_tail="", updated_at=timezone.now()

@@ -21,7 +21,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.expressions import OrderBy
 from django.db.models.functions import Coalesce
 
-from controlplane.metrics.models import MetricPoint
+from controlplane.metrics.models import MetricSeries
 from controlplane.runs.models import Run
 from controlplane.tracking.errors import invalid
 from controlplane.tracking.models import RunParam, RunTag
@@ -196,9 +196,10 @@ def _numeric_q(field: str, op: str, value: Any) -> Q:
 
 
 def latest_metric(key: str) -> Subquery:
-    """The value at the run's largest step of `key`: what MLflow compares and sorts by."""
-    points = MetricPoint.objects.filter(series__run_id=OuterRef("pk"), series__key=key).order_by("-step")
-    return Subquery(points.values("value")[:1])
+    """The value at the run's largest step of `key`: what MLflow compares and sorts by. Ingest
+    keeps it on the series row, so this is one unique-index lookup per run."""
+    series = MetricSeries.objects.filter(run_id=OuterRef("pk"), key=key, count__gt=0)
+    return Subquery(series.values("last_value")[:1])
 
 
 def _ms(value: float) -> datetime:

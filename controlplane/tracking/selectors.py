@@ -136,21 +136,18 @@ class LatestMetric:
 def latest_metrics(run_ids: Iterable[int]) -> dict[int, list[LatestMetric]]:
     """Per run and key the point at the largest step. Barrel keeps one value per step, so the
     largest step is the latest report (MLflow orders by step, then timestamp, then value)."""
-    last = MetricPoint.objects.filter(series=OuterRef("pk")).order_by("-step")
+    # Ingest keeps each series' last step and value; only the time needs the point (a PK lookup).
+    last_time = MetricPoint.objects.filter(series=OuterRef("pk"), step=OuterRef("last_step")).values("time")[:1]
     rows = (
-        MetricSeries.objects.filter(run_id__in=list(run_ids))
-        .annotate(
-            latest_step=Subquery(last.values("step")[:1]),
-            latest_value=Subquery(last.values("value")[:1]),
-            latest_time=Subquery(last.values("time")[:1]),
-        )
-        .filter(latest_step__isnull=False)
+        MetricSeries.objects.filter(run_id__in=list(run_ids), count__gt=0)
+        .annotate(latest_time=Subquery(last_time))
         .order_by("run_id", "key")
-        .values_list("run_id", "key", "latest_step", "latest_value", "latest_time")
+        .values_list("run_id", "key", "last_step", "last_value", "latest_time")
     )
     out: dict[int, list[LatestMetric]] = defaultdict(list)
     for run_id, key, step, value, when in rows:
-        out[run_id].append(LatestMetric(key, float(value), int(step), when))
+        assert step is not None and value is not None  # set by every ingest; count > 0 above
+        out[run_id].append(LatestMetric(key, value, step, when))
     return out
 
 
