@@ -3,12 +3,14 @@
     .venv/bin/python -m benchmarks.ingest [--points 200000] [--batch 5000] [--trials 3] [--mlflow-points 50000]
 
 - full HTTP path: JSON (as the reporter sends it, ISO times included) over HTTP → uvicorn → DRF
-  → auth, rate-limit check, validation → series lock, binary COPY to a temp table, INSERT into
-  the points table, summaries, rollups → commit → one websocket event per batch. One client
-  sending batches back to back, as a run's reporter does; and two clients at once.
-- raw COPY into the same table, same run, same rows: binary COPY of pre-encoded rows (the
-  table's ceiling), and psycopg's write_row from Python tuples (what a Python client pays).
-  No validation, no conflict handling, no rollups.
+  → auth, rate-limit check, validation → series lock, append check, binary COPY into the points
+  table, summaries → commit → one websocket event per batch. One client sending batches back
+  to back, as a run's reporter does; and two clients at once. Timed until the last batch is
+  acknowledged, and until the rollups (made after commit, off the request path) cover it too.
+- raw COPY into the same table, same run, same rows: binary COPY of pre-encoded rows in one
+  transaction (the table's ceiling); the same in batches of the HTTP batch size, each
+  committed (what storing batches durably costs at the least); and psycopg's write_row from
+  Python tuples (what a Python client pays). No validation, no conflict handling, no rollups.
 - MLflow: a tracking server (mlflow server, same PostgreSQL, postgresql+psycopg2) logging the
   same points with the mlflow client's log_batch, 1,000 metrics per call (its limit). Skipped
   with a message when mlflow is not installed (it is not a Barrel dependency:
@@ -50,8 +52,11 @@ def encoded_bodies(key: str, points: int, batch: int) -> list[bytes]:
     ]
 
 
-def http_ingest(url: str, tok: str, run_id: int, keys: list[str], points: int, batch: int) -> float:
-    """Points per second with one client per key, all sending at once."""
+def http_ingest(
+    url: str, dsn: str, tok: str, run_id: int, keys: list[str], points: int, batch: int
+) -> tuple[float, float]:
+    """Points per second with one client per key, all sending at once: until the last batch
+    is acknowledged (stored, committed, readable), and until its rollups are made too."""
     work = {key: encoded_bodies(key, points, batch) for key in keys}
     headers = {"Authorization": f"Bearer {tok}", "Content-Type": "application/json"}
 
@@ -63,7 +68,16 @@ def http_ingest(url: str, tok: str, run_id: int, keys: list[str], points: int, b
     t0 = time.perf_counter()
     with ThreadPoolExecutor(len(keys)) as pool:
         list(pool.map(send, work.values()))
-    return points * len(keys) / (time.perf_counter() - t0)
+    acked = time.perf_counter() - t0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while conn.execute(
+            "SELECT count(*) FROM metrics_metricseries WHERE run_id = %s AND key = ANY(%s) "
+            "AND rolled_step IS NOT DISTINCT FROM last_step",
+            [run_id, keys],
+        ).fetchone() != (len(keys),):
+            time.sleep(0.002)
+    rolled = time.perf_counter() - t0
+    return points * len(keys) / acked, points * len(keys) / rolled
 
 
 def new_series(conn: psycopg.Connection, run_id: int, key: str) -> int:
@@ -75,8 +89,9 @@ def new_series(conn: psycopg.Connection, run_id: int, key: str) -> int:
     return int(row[0])
 
 
-def copy_binary(dsn: str, run_id: int, key: str, points: int) -> float:
-    """One binary COPY of pre-encoded rows (series_id, step, value, time) and a commit."""
+def copy_binary(dsn: str, run_id: int, key: str, points: int, batch: int | None = None) -> float:
+    """Binary COPY of pre-encoded rows (series_id, step, value, time): in one COPY and one
+    commit, or `batch` rows per COPY with a commit after each."""
     row = np.dtype(
         [("n", ">i2"), ("l1", ">i4"), ("sid", ">i8"), ("l2", ">i4"), ("step", ">i8"), ("l3", ">i4"),
          ("value", ">f8"), ("l4", ">i4"), ("time", ">i8")]
@@ -88,14 +103,19 @@ def copy_binary(dsn: str, run_id: int, key: str, points: int) -> float:
         rows["step"] = np.arange(points)
         rows["value"] = np.arange(points) * 0.001
         rows["time"] = int((datetime.now(UTC) - datetime(2000, 1, 1, tzinfo=UTC)).total_seconds() * 1e6)
-        data = b"PGCOPY\n\xff\r\n\x00" + bytes(8) + rows.tobytes() + b"\xff\xff"
+        size = batch or points
+        chunks = [
+            b"PGCOPY\n\xff\r\n\x00" + bytes(8) + rows[i : i + size].tobytes() + b"\xff\xff"
+            for i in range(0, points, size)
+        ]
         t0 = time.perf_counter()
-        with (
-            conn.cursor() as cur,
-            cur.copy("COPY metrics_metricpoint (series_id, step, value, time) FROM STDIN (FORMAT BINARY)") as cp,
-        ):
-            cp.write(data)
-        conn.commit()
+        for data in chunks:
+            with (
+                conn.cursor() as cur,
+                cur.copy("COPY metrics_metricpoint (series_id, step, value, time) FROM STDIN (FORMAT BINARY)") as cp,
+            ):
+                cp.write(data)
+            conn.commit()
         return points / (time.perf_counter() - t0)
 
 
@@ -141,12 +161,19 @@ def main() -> None:
         tok = token(stack)
         rid = new_run(stack.url, tok, "bench/ingest")
         dsn = stack.database_url or ""
-        rates: dict[str, list[float]] = {"http": [], "http2": [], "binary": [], "rows": [], "mlflow": []}
+        rates: dict[str, list[float]] = {
+            k: [] for k in ("http", "http2", "http_r", "http2_r", "binary", "batched", "rows", "mlflow")
+        }
         for trial in range(args.trials):
-            rates["http"].append(http_ingest(stack.url, tok, rid, [f"http/{trial}"], args.points, args.batch))
+            acked, rolled = http_ingest(stack.url, dsn, tok, rid, [f"http/{trial}"], args.points, args.batch)
+            rates["http"].append(acked)
+            rates["http_r"].append(rolled)
             two = [f"http2/{trial}/a", f"http2/{trial}/b"]
-            rates["http2"].append(http_ingest(stack.url, tok, rid, two, args.points // 2, args.batch))
+            acked, rolled = http_ingest(stack.url, dsn, tok, rid, two, args.points // 2, args.batch)
+            rates["http2"].append(acked)
+            rates["http2_r"].append(rolled)
             rates["binary"].append(copy_binary(dsn, rid, f"binary/{trial}", args.points))
+            rates["batched"].append(copy_binary(dsn, rid, f"batched/{trial}", args.points, args.batch))
             rates["rows"].append(copy_rows(dsn, rid, f"rows/{trial}", args.points))
             if mlflow is not None:
                 rates["mlflow"].append(mlflow_ingest(mlflow, trial, args.mlflow_points))
@@ -157,8 +184,11 @@ def main() -> None:
 
         print(f"ingest of {args.points:,} points per trial, batches of {args.batch:,}, {args.trials} trials")
         line("full HTTP path, 1 client", "http")
+        line("  ... until rolled up", "http_r")
         line("full HTTP path, 2 clients at once", "http2")
+        line("  ... until rolled up", "http2_r")
         line("raw COPY, binary, pre-encoded", "binary")
+        line("  ... in HTTP-sized batches, each committed", "batched")
         line("raw COPY, write_row from Python", "rows")
         if mlflow is not None:
             print(f"  (MLflow: {args.mlflow_points:,} points per trial, log_batch of 1,000)")
@@ -166,8 +196,10 @@ def main() -> None:
         else:
             print("  MLflow: skipped (mlflow not installed: .venv/bin/pip install mlflow psycopg2-binary)")
         http = median(rates["http"])
-        print(f"  HTTP (1 client) / COPY binary   : {http / median(rates['binary']):.2f}")
-        print(f"  HTTP (1 client) / COPY write_row: {http / median(rates['rows']):.2f}")
+        for name, key in (("1 client", "http"), ("1 client, rolled up", "http_r"), ("2 clients", "http2")):
+            rate = median(rates[key])
+            ratios = ", ".join(f"{rate / median(rates[k]):.2f}" for k in ("binary", "batched", "rows"))
+            print(f"  HTTP ({name}) / COPY binary, batched, write_row: {ratios}")
         if mlflow is not None:
             print(f"  HTTP (1 client) / MLflow        : {http / median(rates['mlflow']):.1f}x")
 

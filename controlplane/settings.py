@@ -96,6 +96,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": RECONCILE_INTERVAL_S,
         "options": {"expires": RECONCILE_INTERVAL_S * 2},
     },
+    "roll-up-metrics": {"task": "metrics.roll_up", "schedule": 10.0, "options": {"expires": 20.0}},
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -174,6 +175,9 @@ METRICS_RATE_LIMIT_RPS = env_float("BARREL_METRICS_RATE_LIMIT_RPS", 100.0)
 METRICS_MAX_QUERY_SERIES = env_int("BARREL_METRICS_MAX_QUERY_SERIES", 2_000)
 # Prometheus /metrics: when set, scrapes must send `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# How long a process waits after an append before rolling it up, so that the batches landing
+# meanwhile are merged together (controlplane.metrics.merger).
+METRICS_ROLLUP_DELAY_S = env_float("BARREL_METRICS_ROLLUP_DELAY_S", 0.25)
 # Messages (and bytes) a websocket client may have queued before it counts as fallen behind:
 # its queue is then dropped and replaced by {"type": "resync"}, and it refetches over REST.
 WS_CLIENT_BUFFER = env_int("BARREL_WS_CLIENT_BUFFER", 64)

@@ -33,8 +33,6 @@ class MetricSeries(models.Model):
     first_step = models.BigIntegerField(null=True)
     last_step = models.BigIntegerField(null=True)
     last_value = models.FloatField(null=True)
-    # Rollup levels 1..levels exist (level k buckets 8**k steps); see controlplane.metrics.rollups.
-    levels = models.SmallIntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="series_run_key_unique")]
@@ -57,6 +55,22 @@ class MetricPoint(models.Model):
     step = models.BigIntegerField()
     value = models.FloatField()
     time = models.DateTimeField()
+
+
+class RollupMark(models.Model):
+    """How far a series' rollups have got: levels 1..levels exist (level k buckets 8**k steps,
+    see controlplane.metrics.rollups) and hold exactly the points with step <= rolled_step.
+
+    Appends store points above it and are rolled up a moment later, off the request path
+    (controlplane.metrics.merger); reads combine rollups up to it with the raw points above it.
+    It is a row of its own, not columns of the series, so that rolling up never takes the series
+    row lock every append holds: appends and rollups of one series run side by side."""
+
+    series = models.OneToOneField(
+        MetricSeries, on_delete=models.CASCADE, primary_key=True, related_name="mark", db_constraint=False
+    )
+    levels = models.SmallIntegerField(default=0)
+    rolled_step = models.BigIntegerField()
 
 
 class MetricRollup(models.Model):

@@ -62,25 +62,37 @@ def _cover(a: int, b: int, top: int, out: list[Piece]) -> None:
         a += width
 
 
-def plan(first: int, last: int, max_points: int, levels: int) -> Plan:
+def plan(first: int, last: int, max_points: int, levels: int, rolled: int = 2**63 - 1) -> Plan:
     """Plan a read of the points in [first, last] (both are steps of stored points) as at most
-    `max_points` buckets, using only levels 1..`levels`."""
+    `max_points` buckets. Rollup levels 1..`levels` hold the points up to step `rolled`; the
+    points above it are read raw. The buckets depend on neither: the same range gives the same
+    buckets however far the rollups have got."""
     diff = last - first
     # Narrowest bucket width that fits: ceil((diff + 1) / max_points).
     min_width = diff // max_points + 1
-    level = min(levels, levels_for(min_width - 1))
+    level = levels_for(min_width - 1)
     shift = SHIFT * level
     origin, end = first >> shift, last >> shift
     group = (end - origin) // max_points + 1
     out = Plan(level, origin, group)
-    if level == 0:
+    top = min(last, rolled)
+    usable = min(level, levels)
+    if usable == 0 or top < first:
         out.pieces.append(Piece(0, first, last))
         return out
-    # The first and last level buckets may hold points outside [first, last]: cover their
-    # in-range parts with finer pieces; everything between is whole buckets.
-    _cover(first, min(last, ((origin + 1) << shift) - 1), level, out.pieces)
-    if end - origin >= 2:
-        out.pieces.append(Piece(level, origin + 1, end - 1))
-    if end > origin:
-        _cover(end << shift, last, level, out.pieces)
+    if usable < level:
+        # The rolled-up part spans less than one bucket of `level` (else `levels` would reach
+        # it): a few pieces of the levels it has.
+        _cover(first, top, usable + 1, out.pieces)
+    else:
+        # The first and last level buckets may hold points outside [first, top]: cover their
+        # in-range parts with finer pieces; everything between is whole buckets.
+        end = top >> shift
+        _cover(first, min(top, ((origin + 1) << shift) - 1), level, out.pieces)
+        if end - origin >= 2:
+            out.pieces.append(Piece(level, origin + 1, end - 1))
+        if end > origin:
+            _cover(end << shift, top, level, out.pieces)
+    if top < last:
+        out.pieces.append(Piece(0, top + 1, last))
     return out

@@ -40,17 +40,19 @@ class SeriesRef:
     first_step: int | None
     last_step: int | None
     levels: int
+    rolled_step: int | None
 
 
 def _series_of(cur: CursorWrapper, run_ids: list[int], keys: list[str] | None) -> list[SeriesRef]:
     query = (
-        "SELECT id, run_id, key, count, first_step, last_step, levels FROM metrics_metricseries WHERE run_id = ANY(%s)"
+        "SELECT s.id, s.run_id, s.key, s.count, s.first_step, s.last_step, coalesce(m.levels, 0), m.rolled_step "
+        "FROM metrics_metricseries s LEFT JOIN metrics_rollupmark m ON m.series_id = s.id WHERE s.run_id = ANY(%s)"
     )
     params: list[Any] = [run_ids]
     if keys is not None:
-        query += " AND key = ANY(%s)"
+        query += " AND s.key = ANY(%s)"
         params.append(keys)
-    cur.execute(query + " ORDER BY run_id, key", params)
+    cur.execute(query + " ORDER BY s.run_id, s.key", params)
     return [SeriesRef(*row) for row in cur.fetchall()]
 
 
@@ -193,8 +195,9 @@ def series_read(
             # series; for a narrower range the buckets tell it, and a range found to hold that
             # few is read again raw (at most max_points rows, so the second read is cheap).
             raw = {sid: b for sid, b in bounds.items() if b[2] is not None and b[2] <= max_points}
-            levels = {ref.id: ref.levels for ref in refs}
-            plans = {sid: plan(b[0], b[1], max_points, levels[sid]) for sid, b in bounds.items() if sid not in raw}
+            # Rollups up to rolled_step, raw points above it (appends not rolled up yet).
+            rolled = {ref.id: (ref.levels, -1 if ref.rolled_step is None else ref.rolled_step) for ref in refs}
+            plans = {sid: plan(b[0], b[1], max_points, *rolled[sid]) for sid, b in bounds.items() if sid not in raw}
             for sid, total in _read_buckets(cur, plans, out).items():
                 if total <= max_points:
                     out[sid].update(_empty_values())

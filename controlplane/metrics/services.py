@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from controlplane import observability
 from controlplane.api import ApiError
 from controlplane.events import publish_on_commit
-from controlplane.metrics import storage
+from controlplane.metrics import merger, storage
 from workers.report.encoding import encode_value
 
 KEY_RE = re.compile(r"[\w./\- @:]+")
@@ -237,20 +237,28 @@ def metrics_ingest(*, run_id: int, points: PointBatch | Sequence[Point]) -> int:
 def _store(run_id: int, batch: PointBatch) -> int:
     with connection.cursor() as cur:
         series = storage.lock_series(cur, run_id=run_id, names=batch.names)
-        ids = [series[name].id for name in batch.names]
-        storage.stage(
-            cur, series_ids=ids, key_index=batch.key_index, steps=batch.steps, values=batch.values, times=batch.times
-        )
-        old = {s.id: s for s in series.values()}
-        if storage.insert_new(cur):
-            storage.merge_new(cur, old=old, levels=storage.update_series(cur, changed=False))
+        states = [series[name] for name in batch.names]
+        ids = [s.id for s in states]
+        points = storage.Points(ids, batch.key_index, batch.steps, batch.values, batch.times)
+        append = storage.as_append(states=states, key_index=batch.key_index, steps=batch.steps, values=batch.values)
+        if append is not None:
+            storage.append(cur, points, append)
+            transaction.on_commit(partial(merger.schedule, append.ids))
             changed = len(batch)
             event = partial(_points_event, run_id, batch)
         else:
-            storage.recompute_changed(cur, old=old, levels=storage.update_series(cur, changed=True))
-            rows = storage.changed_points(cur)
-            changed = len(rows)
-            event = partial(_points_event, run_id, rows)
+            # Not an append: the rollups must be complete and stay still while this batch is
+            # stored and rolled up with it. Rollup locks come after the row locks, always.
+            storage.lock_rollups(cur, ids)
+            marks = storage.merge_pending(cur, ids)
+            storage.stage(cur, points)
+            if storage.store_rolled_up(cur, old=marks):
+                changed = len(batch)
+                event = partial(_points_event, run_id, batch)
+            else:
+                rows = storage.changed_points(cur)
+                changed = len(rows)
+                event = partial(_points_event, run_id, rows)
     if changed:
         publish_on_commit(run_id, event)
     return changed

@@ -1,21 +1,31 @@
 """Storing a validated batch: points, series summaries and rollups, in a handful of statements.
 
-The batch arrives as binary COPY rows in a per-connection temp table (STAGE). The fast path is
-one plain INSERT ... SELECT into the points table, about twice as fast as an upsert; it fails
-only when a (series, step) already exists, and then the batch takes the upsert path, which keeps
-the last write inside the batch, writes only points that are new or whose value differs, and
-records them in CHANGED.
+Appends (every point above its series' last step, no (series, step) twice) are what reporters
+send nearly always. They take the fast path: one binary COPY straight into the points table and
+one UPDATE of the summaries, computed in numpy, under the series row locks (lock_series).
 
-Rollups (see controlplane.metrics.rollups) are kept in step:
+Their rollups (see controlplane.metrics.rollups) come a moment later, off the request path:
+each series' RollupMark says the rollups hold exactly its points up to `rolled_step`, and
+merge_pending rolls the points above it up (controlplane.metrics.merger calls it after commit;
+reads combine the rollups up to the mark with the raw points above it). Rolling up takes the
+series' rollup lock (an advisory lock), never its row lock, so it never makes an append wait.
+
+Any other batch (a replay, a correction, a point below the last step) takes the series row
+locks, then the rollup locks (always in that order, so nothing deadlocks: the merger waits on
+neither), rolls up what is pending, and stores the batch with its rollups in one transaction:
+- the batch goes as binary COPY rows into a per-connection temp table (STAGE), then one plain
+  INSERT ... SELECT into the points table; that fails only when a (series, step) exists, and the
+  batch then takes an upsert, which keeps the last write inside the batch, writes only points
+  that are new or whose value differs, and records them in CHANGED;
 - after a plain insert every point is new, so per level the batch's own aggregates are merged
   into the stored buckets (count and sum add, min and max compare, last goes to the later step);
+  merge_pending does the same with a series' pending points;
 - after an upsert some points replaced others, which no merge can undo, so the buckets holding
   a changed point are recomputed from the level below (raw points for level 1), level by level;
-- a level the series newly needs (its span grew past 8**k steps) is built from the level below.
+- a level a series newly needs (its span grew past 8**k steps) is built from the level below.
 
-Everything a batch does to a series happens under that series' row lock, taken first: a
-concurrent batch into the same series waits, and so never recomputes a bucket from a view that
-misses this batch's points.
+Rolling up reads points only up to the `upto` step it was given (the series' last step when it
+took the rollup lock), so appends that commit meanwhile stay above the new mark.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ import numpy as np
 from django.db import IntegrityError, transaction
 from django.db.backends.utils import CursorWrapper
 
-from controlplane.metrics.rollups import MAX_LEVEL, SHIFT
+from controlplane.metrics.rollups import SHIFT, levels_for
 
 STAGE = "_metrics_stage"
 CHANGED = "_metrics_changed"
@@ -53,16 +63,15 @@ DELETE FROM {CHANGED};
 class SeriesState:
     id: int
     count: int
-    levels: int
     last_step: int | None
 
 
 def lock_series(cur: CursorWrapper, *, run_id: int, names: list[str]) -> dict[str, SeriesState]:
-    """key → its series as it was, creating missing ones. The rows stay locked until commit,
+    """key → its series as it is, creating missing ones. The rows stay locked until commit,
     taken first and in id order so that two batches with several keys never deadlock (the
     summary UPDATE later would lock them too, in whatever order its join yields)."""
     query = (
-        "SELECT key, id, count, levels, last_step FROM metrics_metricseries "
+        "SELECT key, id, count, last_step FROM metrics_metricseries "
         "WHERE run_id = %s AND key = ANY(%s) ORDER BY id FOR UPDATE"
     )
     cur.execute(query, [run_id, names])
@@ -70,13 +79,183 @@ def lock_series(cur: CursorWrapper, *, run_id: int, names: list[str]) -> dict[st
     missing = sorted(set(names) - found.keys())
     if missing:
         cur.execute(
-            "INSERT INTO metrics_metricseries (run_id, key, created_at, count, levels) "
-            "SELECT %s, k, now(), 0, 0 FROM unnest(%s::text[]) AS k ON CONFLICT (run_id, key) DO NOTHING",
+            "INSERT INTO metrics_metricseries (run_id, key, created_at, count) "
+            "SELECT %s, k, now(), 0 FROM unnest(%s::text[]) AS k ON CONFLICT (run_id, key) DO NOTHING",
             [run_id, missing],
         )
         cur.execute(query, [run_id, missing])
         found.update({key: SeriesState(*row) for key, *row in cur.fetchall()})
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """An append, summarised per series (ids ascending): how many points, the first and last
+    step, and the value at the last step."""
+
+    ids: list[int]
+    counts: list[int]
+    first: list[int]
+    last: list[int]
+    last_value: list[float]
+
+
+def as_append(
+    *, states: list[SeriesState], key_index: list[int], steps: list[int], values: list[float]
+) -> Append | None:
+    """The batch as an append (point i belongs to states[key_index[i]]), or None when some
+    point is not above its series' last step or a (series, step) comes twice."""
+    k = np.asarray(key_index, dtype=np.intp)
+    s = np.asarray(steps, dtype=np.int64)
+    floor = np.array([-1 if st.last_step is None else st.last_step for st in states], dtype=np.int64)
+    if bool(np.any(s <= floor[k])):
+        return None
+    order = np.lexsort((s, k))
+    ks, ss = k[order], s[order]
+    same = ks[1:] == ks[:-1]
+    if bool(np.any(same & (ss[1:] == ss[:-1]))):
+        return None
+    starts = np.flatnonzero(np.concatenate(([True], ~same)))
+    ends = np.concatenate((starts[1:], [len(ks)])) - 1
+    ids = np.array([st.id for st in states], dtype=np.int64)[ks[starts]]
+    by_id = np.argsort(ids)
+    starts, ends = starts[by_id], ends[by_id]
+    return Append(
+        ids=ids[by_id].tolist(),
+        counts=(ends - starts + 1).tolist(),
+        first=ss[starts].tolist(),
+        last=ss[ends].tolist(),
+        last_value=np.asarray(values, dtype=np.float64)[order[ends]].tolist(),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Points:
+    """A batch as columns: point i is (series_ids[key_index[i]], steps[i], values[i], times[i]),
+    times in microseconds since 2000-01-01 UTC."""
+
+    series_ids: list[int]
+    key_index: list[int]
+    steps: list[int]
+    values: list[float]
+    times: list[int]
+
+
+def _copy(cur: CursorWrapper, points: Points, *, into: str, row: np.dtype[Any]) -> None:
+    """One binary COPY of the points (with their index i when `row` has it), the rows built
+    column by column in numpy: no per-point Python."""
+    rows = np.empty(len(points.steps), dtype=row)
+    names = row.names or ()
+    values = names[2::2]
+    rows["fields"] = len(values)
+    for length, value in zip(names[1::2], values, strict=True):
+        rows[length] = row[value].itemsize
+    if "i" in values:
+        rows["i"] = np.arange(len(rows), dtype=np.int32)
+    rows["sid"] = np.asarray(points.series_ids, dtype=np.int64)[np.asarray(points.key_index, dtype=np.intp)]
+    rows["step"] = points.steps
+    rows["value"] = points.values
+    rows["time"] = points.times
+    columns = ", ".join("series_id" if value == "sid" else value for value in values)
+    with cur.copy(f"COPY {into} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
+
+
+def append(cur: CursorWrapper, points: Points, summary: Append) -> None:
+    """Store an append (see as_append): COPY into the points table, then the summaries. The
+    rollups are left to merge_pending."""
+    _copy(cur, points, into="metrics_metricpoint", row=_POINT_ROW)
+    cur.execute(
+        """
+        UPDATE metrics_metricseries s SET
+            count = s.count + u.n, first_step = LEAST(s.first_step, u.first), last_step = u.last,
+            last_value = u.last_value
+        FROM unnest(%s::int8[], %s::int8[], %s::int8[], %s::int8[], %s::float8[]) AS u(id, n, first, last, last_value)
+        WHERE s.id = u.id
+        """,
+        [summary.ids, summary.counts, summary.first, summary.last, summary.last_value],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """What a series' rollups hold: levels 1..levels, the points up to `rolled` (None: none)."""
+
+    levels: int
+    rolled: int | None
+
+
+# Advisory lock keys of series' rollups: the id in a namespace of its own.
+_ROLLUP_LOCK = 0x6D72 << 48
+
+
+def lock_rollups(cur: CursorWrapper, ids: list[int]) -> None:
+    """Take these series' rollup locks, waiting, in id order. Callers hold the series rows."""
+    cur.execute("SELECT pg_advisory_xact_lock(%s + id) FROM unnest(%s::int8[]) AS id", [_ROLLUP_LOCK, sorted(ids)])
+
+
+def try_lock_rollups(cur: CursorWrapper, ids: list[int]) -> list[int]:
+    """Take the rollup locks that are free, without waiting; returns the ids locked."""
+    cur.execute(
+        "SELECT id FROM unnest(%s::int8[]) AS id WHERE pg_try_advisory_xact_lock(%s + id)", [sorted(ids), _ROLLUP_LOCK]
+    )
+    return [int(row[0]) for row in cur.fetchall()]
+
+
+def marks(cur: CursorWrapper, ids: list[int]) -> dict[int, Mark]:
+    cur.execute("SELECT series_id, levels, rolled_step FROM metrics_rollupmark WHERE series_id = ANY(%s)", [ids])
+    found = {int(i): Mark(levels, rolled) for i, levels, rolled in cur.fetchall()}
+    return {i: found.get(i, Mark(0, None)) for i in ids}
+
+
+def _set_marks(cur: CursorWrapper, new: dict[int, Mark]) -> None:
+    ids = sorted(new)
+    cur.execute(
+        "INSERT INTO metrics_rollupmark (series_id, levels, rolled_step) "
+        "SELECT * FROM unnest(%s::int8[], %s::int2[], %s::int8[]) "
+        "ON CONFLICT (series_id) DO UPDATE SET levels = EXCLUDED.levels, rolled_step = EXCLUDED.rolled_step",
+        [ids, [new[i].levels for i in ids], [new[i].rolled for i in ids]],
+    )
+
+
+# Series with points above their mark.
+PENDING = """
+SELECT s.id FROM metrics_metricseries s LEFT JOIN metrics_rollupmark m ON m.series_id = s.id
+WHERE s.count > 0 AND (m.rolled_step IS NULL OR m.rolled_step < s.last_step)
+"""
+
+
+def pending(cur: CursorWrapper, ids: list[int]) -> list[int]:
+    """Those of these series with points above their mark, in id order."""
+    cur.execute(PENDING + " AND s.id = ANY(%s) ORDER BY s.id", [ids])
+    return [int(row[0]) for row in cur.fetchall()]
+
+
+def merge_pending(cur: CursorWrapper, ids: list[int]) -> dict[int, Mark]:
+    """Roll up the points above the marks of these series, whose rollup locks the caller holds
+    (taken before this statement began, so what it reads is what the last holder left). Returns
+    every series' mark afterwards."""
+    cur.execute("SELECT id, first_step, last_step FROM metrics_metricseries WHERE id = ANY(%s) AND count > 0", [ids])
+    spans = {int(i): (first, last) for i, first, last in cur.fetchall()}
+    old = marks(cur, ids)
+    todo = sorted(i for i in spans if old[i].rolled is None or old[i].rolled < spans[i][1])
+    if not todo:
+        return old
+    upto = {i: spans[i][1] for i in todo}
+    cur.execute(_SETUP)
+    cur.execute(
+        f"INSERT INTO {STAGE} (i, series_id, step, value, time) "
+        "SELECT 0, p.series_id, p.step, p.value, p.time "
+        "FROM unnest(%s::int8[], %s::int8[], %s::int8[]) AS t(id, rolled, upto) CROSS JOIN LATERAL ("
+        "    SELECT series_id, step, value, time FROM metrics_metricpoint p"
+        "    WHERE p.series_id = t.id AND p.step > t.rolled AND p.step <= t.upto) p",
+        [todo, [-1 if old[i].rolled is None else old[i].rolled for i in todo], [upto[i] for i in todo]],
+    )
+    levels = {i: max(old[i].levels, levels_for(spans[i][1] - spans[i][0])) for i in todo}
+    merge_new(cur, old={i: old[i] for i in todo}, levels=levels, upto=upto)
+    new = {i: Mark(levels[i], upto[i]) for i in todo}
+    _set_marks(cur, new)
+    return {**old, **new}
 
 
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
@@ -88,32 +267,17 @@ _ROW = np.dtype(
      ("step_len", ">i4"), ("step", ">i8"), ("value_len", ">i4"), ("value", ">f8"),
      ("time_len", ">i4"), ("time", ">i8")]
 )  # fmt: skip
+# The same for the points table itself: (series_id, step, value, time).
+_POINT_ROW = np.dtype(
+    [("fields", ">i2"), ("sid_len", ">i4"), ("sid", ">i8"), ("step_len", ">i4"), ("step", ">i8"),
+     ("value_len", ">i4"), ("value", ">f8"), ("time_len", ">i4"), ("time", ">i8")]
+)  # fmt: skip
 
 
-def stage(
-    cur: CursorWrapper,
-    *,
-    series_ids: list[int],
-    key_index: list[int],
-    steps: list[int],
-    values: list[float],
-    times: list[int],
-) -> None:
-    """Load a batch into STAGE: point i is (series_ids[key_index[i]], steps[i], values[i],
-    times[i]). The binary COPY rows are built column by column in numpy: no per-point Python."""
-    n = len(steps)
-    rows = np.empty(n, dtype=_ROW)
-    rows["fields"] = 5
-    rows["i_len"] = 4
-    rows["i"] = np.arange(n, dtype=np.int32)
-    rows["sid_len"] = rows["step_len"] = rows["value_len"] = rows["time_len"] = 8
-    rows["sid"] = np.asarray(series_ids, dtype=np.int64)[np.asarray(key_index, dtype=np.intp)]
-    rows["step"] = steps
-    rows["value"] = values
-    rows["time"] = times
+def stage(cur: CursorWrapper, points: Points) -> None:
+    """Load a batch into STAGE."""
     cur.execute(_SETUP)
-    with cur.copy(f"COPY {STAGE} (i, series_id, step, value, time) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
+    _copy(cur, points, into=STAGE, row=_ROW)
 
 
 def insert_new(cur: CursorWrapper) -> bool:
@@ -148,9 +312,9 @@ def _upsert(cur: CursorWrapper) -> None:
     )
 
 
-def update_series(cur: CursorWrapper, *, changed: bool) -> dict[int, int]:
+def update_series(cur: CursorWrapper, *, changed: bool) -> dict[int, tuple[int, int]]:
     """Bring the summaries of the batch's series up to date (from STAGE after a plain insert,
-    from CHANGED after an upsert); returns series id → the levels it needs now."""
+    from CHANGED after an upsert); returns series id → (first step, last step) now."""
     src, inserted = (CHANGED, "count(*) FILTER (WHERE inserted)") if changed else (STAGE, "count(*)")
     cur.execute(
         f"""
@@ -159,18 +323,32 @@ def update_series(cur: CursorWrapper, *, changed: bool) -> dict[int, int]:
             first_step = LEAST(s.first_step, c.lo),
             last_step = GREATEST(s.last_step, c.hi),
             last_value = (SELECT p.value FROM metrics_metricpoint p WHERE p.series_id = s.id
-                          ORDER BY p.step DESC LIMIT 1),
-            levels = GREATEST(s.levels, (
-                SELECT count(*) FROM generate_series(1, {MAX_LEVEL}) k
-                WHERE (1::int8 << ({SHIFT} * k)) - 1 <= GREATEST(s.last_step, c.hi) - LEAST(s.first_step, c.lo)))
+                          ORDER BY p.step DESC LIMIT 1)
         FROM (
             SELECT series_id, {inserted} AS inserted, min(step) AS lo, max(step) AS hi FROM {src} GROUP BY series_id
         ) c
         WHERE s.id = c.series_id
-        RETURNING s.id, s.levels
+        RETURNING s.id, s.first_step, s.last_step
         """
     )
-    return dict(cur.fetchall())
+    return {int(i): (first, last) for i, first, last in cur.fetchall()}
+
+
+def store_rolled_up(cur: CursorWrapper, *, old: dict[int, Mark]) -> bool:
+    """Store STAGE (a batch that is not an append) with its rollups. `old` are the marks of the
+    batch's series, each holding every point the series had (merge_pending ran, under the
+    locks the caller still holds). True when every point was new; else CHANGED holds what was
+    written."""
+    plain = insert_new(cur)
+    spans = update_series(cur, changed=not plain)
+    levels = {i: max(old[i].levels, levels_for(last - first)) for i, (first, last) in spans.items()}
+    upto = {i: last for i, (_, last) in spans.items()}
+    if plain:
+        merge_new(cur, old={i: old[i] for i in spans}, levels=levels, upto=upto)
+    else:
+        _refresh(cur, touched=CHANGED, old={i: old[i].levels for i in spans}, levels=levels, upto=upto)
+    _set_marks(cur, {i: Mark(levels[i], upto[i]) for i in spans})
+    return plain
 
 
 # "The value at the largest step" without an ordered aggregate, which sorts every group
@@ -223,23 +401,19 @@ def _merge_sql(top: int) -> str:
     return _MERGE.format(levels=",\n".join(levels), union=union)
 
 
-def merge_new(cur: CursorWrapper, *, old: dict[int, SeriesState], levels: dict[int, int]) -> None:
-    """Rollups after a plain insert. A series that had no points takes the batch's buckets at
-    every level; one that had points merges into the levels it had and builds any new ones."""
+def merge_new(cur: CursorWrapper, *, old: dict[int, Mark], levels: dict[int, int], upto: dict[int, int]) -> None:
+    """Merge STAGE, points all new and above each series' mark, into the rollups. A series
+    whose rollups held nothing takes STAGE's buckets at every level; one that had points
+    merges into the levels it had and builds any new ones (from points up to `upto`)."""
     ids = sorted(levels)
-    merge = [levels[i] if old[i].count == 0 else old[i].levels for i in ids]
+    merge = [levels[i] if old[i].rolled is None else old[i].levels for i in ids]
     top = max(merge, default=0)
     if top > 0:
-        params: list[Any] = [ids, merge, [old[i].last_step for i in ids]]
+        params: list[Any] = [ids, merge, [old[i].rolled for i in ids]]
         for k in range(2, top + 1):
             params += [k, k]
         cur.execute(_merge_sql(top), params)
-    _refresh(cur, touched=None, old={i: m for i, m in zip(ids, merge, strict=True)}, levels=levels)
-
-
-def recompute_changed(cur: CursorWrapper, *, old: dict[int, SeriesState], levels: dict[int, int]) -> None:
-    """Rollups after an upsert: recompute every bucket holding a changed point."""
-    _refresh(cur, touched=CHANGED, old={i: old[i].levels for i in levels}, levels=levels)
+    _refresh(cur, touched=None, old={i: m for i, m in zip(ids, merge, strict=True)}, levels=levels, upto=upto)
 
 
 # Buckets of one level to recompute: those holding a point of `touched` where the level already
@@ -254,7 +428,8 @@ _TOUCHED = """
 # could read the whole points table.
 _NEW_FROM_POINTS = """
     SELECT lv.id, x.bucket FROM lv CROSS JOIN LATERAL (
-        SELECT DISTINCT p.step >> %(shift)s AS bucket FROM metrics_metricpoint p WHERE p.series_id = lv.id) x
+        SELECT DISTINCT p.step >> %(shift)s AS bucket FROM metrics_metricpoint p
+        WHERE p.series_id = lv.id AND p.step <= lv.upto) x
     WHERE lv.old < %(level)s AND lv.new >= %(level)s
 """
 _NEW_FROM_ROLLUPS = f"""
@@ -268,6 +443,7 @@ _CHILDREN_POINTS = f"""
            max(step) AS last_step, {LAST_VALUE.format(value="value", step="step")} AS last_value
     FROM metrics_metricpoint p
     WHERE p.series_id = t.series_id AND p.step BETWEEN t.bucket << {SHIFT} AND (t.bucket << {SHIFT}) + 7
+      AND p.step <= lv.upto
 """
 _CHILDREN_ROLLUPS = f"""
     SELECT sum(c.count) AS count, min(c.min) AS min, max(c.max) AS max, sum(c.sum) AS sum,
@@ -277,10 +453,12 @@ _CHILDREN_ROLLUPS = f"""
       AND c.bucket BETWEEN t.bucket << {SHIFT} AND (t.bucket << {SHIFT}) + 7
 """
 _RECOMPUTE = """
-WITH lv AS (SELECT * FROM unnest(%(ids)s::int8[], %(old)s::int4[], %(new)s::int4[]) AS lv(id, old, new))
+WITH lv AS (SELECT * FROM unnest(%(ids)s::int8[], %(old)s::int4[], %(new)s::int4[], %(upto)s::int8[])
+            AS lv(id, old, new, upto))
 INSERT INTO metrics_metricrollup AS r (series_id, level, bucket, count, min, max, sum, last_step, last_value)
 SELECT t.series_id, %(level)s, t.bucket, a.count, a.min, a.max, a.sum, a.last_step, a.last_value
 FROM ({buckets}) t(series_id, bucket)
+JOIN lv ON lv.id = t.series_id
 CROSS JOIN LATERAL ({children}) a
 ORDER BY t.series_id, t.bucket
 ON CONFLICT (series_id, level, bucket) DO UPDATE SET
@@ -289,11 +467,19 @@ ON CONFLICT (series_id, level, bucket) DO UPDATE SET
 """
 
 
-def _refresh(cur: CursorWrapper, *, touched: str | None, old: dict[int, int], levels: dict[int, int]) -> None:
+def _refresh(
+    cur: CursorWrapper, *, touched: str | None, old: dict[int, int], levels: dict[int, int], upto: dict[int, int]
+) -> None:
     """Per level, lowest first: recompute the buckets `touched` (a table of changed points) hit
-    at levels series had (`old`), and build levels above `old` up to `levels`."""
+    at levels series had (`old`), and build levels above `old` up to `levels`, from the points
+    up to `upto` (the rest are above the series' new mark)."""
     ids = sorted(levels)
-    params: dict[str, Any] = {"ids": ids, "old": [old[i] for i in ids], "new": [levels[i] for i in ids]}
+    params: dict[str, Any] = {
+        "ids": ids,
+        "old": [old[i] for i in ids],
+        "new": [levels[i] for i in ids],
+        "upto": [upto[i] for i in ids],
+    }
     top = max(levels.values(), default=0)
     lowest = 1 if touched else min((old[i] + 1 for i in ids if levels[i] > old[i]), default=top + 1)
     for level in range(lowest, top + 1):

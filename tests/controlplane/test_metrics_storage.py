@@ -1,5 +1,5 @@
 """Storage under conditions a request-scoped test cannot make: a migration of points stored before
-rollups existed, and two transactions writing one series at once."""
+rollups existed, two transactions writing one series at once, and rollups made after commit."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from controlplane.metrics.models import MetricRollup, MetricSeries
+from controlplane.metrics.models import MetricRollup, MetricSeries, RollupMark
 from controlplane.metrics.rollups import levels_for
 from controlplane.runs.models import Run
 from tests.conftest import Persona
@@ -47,7 +47,8 @@ def test_existing_points_are_summarised_and_rolled_up(owner: Persona, run: Run):
         {"key": "old", "count": 6000, "first_step": min(values), "last_step": last, "last_value": values[last]}
     ]
     series = MetricSeries.objects.get(run=run, key="old")
-    assert series.levels == levels_for(last - min(values)) == 5
+    assert series.mark.levels == levels_for(last - min(values)) == 5
+    assert series.mark.rolled_step == last
     for level in range(1, 6):
         buckets = {s >> (3 * level) for s in values}
         assert MetricRollup.objects.filter(series=series, level=level).count() == len(buckets)
@@ -110,3 +111,108 @@ def test_a_batch_waits_for_a_concurrent_one_into_the_same_series(owner: Persona,
         assert_matches(
             read(owner.client, run, f"keys=c&max_points={max_points}")["c"], brute_force(values, max_points), 64
         )
+
+
+def wait_rolled_up(run: Run, keys: int, timeout: float = 60.0) -> list[MetricSeries]:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        series = list(MetricSeries.objects.filter(run=run).select_related("mark").order_by("key"))
+        rolled = [(s.key, s.mark.rolled_step if hasattr(s, "mark") else None, s.last_step) for s in series]
+        if len(series) == keys and all(r == last for _, r, last in rolled):
+            return series
+        assert time.monotonic() < deadline, rolled
+        time.sleep(0.05)
+
+
+def test_appends_are_rolled_up_after_commit_by_the_merger_thread(owner: Persona, run: Run, settings):
+    """Over HTTP, committed for real: each append returns before its rollups exist, and the
+    process' merger thread rolls every series up shortly after, batches coalesced."""
+    from tests.controlplane.test_metrics_api import expected_rollups, post, stored_rollups
+
+    settings.METRICS_ROLLUP_DELAY_S = 0.05
+    values: dict[str, dict[int, float]] = {"x": {}, "y": {}}
+    for start in range(0, 4000, 500):
+        for i, key in enumerate(values):
+            values[key].update({s: s / 7 + i for s in range(start, start + 500)})
+        batch = [{"key": k, "step": s, "value": values[k][s]} for k in values for s in range(start, start + 500)]
+        assert post(owner.client, run, batch).json() == {"accepted": 1000}
+    for series in wait_rolled_up(run, keys=2):
+        assert series.mark.levels == levels_for(3999) == 3
+        assert stored_rollups(series) == expected_rollups(values[series.key], 3)
+
+
+def test_the_sweeper_rolls_up_what_no_process_did(owner: Persona, run: Run, monkeypatch: pytest.MonkeyPatch):
+    """Points appended by a process that stopped before its merger ran (here: one whose merger
+    is never handed the series) are found and rolled up by the beat task."""
+    from controlplane.metrics import merger, tasks
+    from controlplane.metrics.services import metrics_ingest, parse_points
+    from tests.controlplane.test_metrics_api import expected_rollups, stored_rollups
+
+    scheduled: list[list[int]] = []
+    monkeypatch.setattr(merger, "schedule", scheduled.append)
+    points = [{"key": k, "step": s, "value": float(s * (i + 1))} for i, k in enumerate("abc") for s in range(70)]
+    assert metrics_ingest(run_id=run.id, points=parse_points({"points": points}, max_points=1000)) == 210
+    assert len(scheduled) == 1 and len(scheduled[0]) == 3
+    assert not RollupMark.objects.filter(series__run=run).exists()
+    assert tasks.roll_up.apply().get() == 3
+    for i, series in enumerate(wait_rolled_up(run, keys=3, timeout=0)):
+        assert stored_rollups(series) == expected_rollups({s: float(s * (i + 1)) for s in range(70)}, 2)
+    assert tasks.roll_up.apply().get() == 0
+
+
+def test_appends_never_wait_for_rolling_up_and_no_point_is_rolled_up_twice(owner: Persona, run: Run):
+    """The merger holds a series' rollup lock, not its row: appends go on meanwhile, and points
+    that commit while a merge runs stay above the mark it sets, for the next merge."""
+    import threading
+
+    from django.db import connections, transaction
+
+    from controlplane.metrics import merger, storage
+    from controlplane.metrics.services import metrics_ingest, parse_points
+    from tests.controlplane.test_metrics_api import expected_rollups, stored_rollups
+
+    def append(start: int, n: int = 300) -> None:
+        points = [{"key": "z", "step": s, "value": s * 0.25} for s in range(start, start + n)]
+        metrics_ingest(run_id=run.id, points=parse_points({"points": points}, max_points=n))
+
+    append(0)
+    series = MetricSeries.objects.get(run=run, key="z")
+    with transaction.atomic(), connection.cursor() as cur:
+        assert storage.try_lock_rollups(cur, [series.id]) == [series.id]  # as a merger holds it
+
+        def second() -> None:
+            try:
+                append(300)
+            finally:
+                connections.close_all()
+
+        other = threading.Thread(target=second)
+        other.start()
+        other.join(timeout=60)
+        assert not other.is_alive(), "an append waited for the rollup lock"
+        storage.merge_pending(cur, [series.id])  # sees step 599 committed: merges up to it
+    assert RollupMark.objects.get(series=series).rolled_step == 599
+
+    # Appends and merges racing: every point is rolled up exactly once.
+    done = threading.Event()
+
+    def appender() -> None:
+        try:
+            for start in range(600, 12_600, 400):
+                append(start, 400)
+        finally:
+            done.set()
+            connections.close_all()
+
+    thread = threading.Thread(target=appender)
+    thread.start()
+    merges = 0
+    while not done.is_set():
+        merges += merger.roll_up([series.id])[0]
+    thread.join()
+    merger.roll_up([series.id])
+    assert merges > 1
+    (series,) = wait_rolled_up(run, keys=1, timeout=0)
+    assert stored_rollups(series) == expected_rollups({s: s * 0.25 for s in range(12_600)}, series.mark.levels)
