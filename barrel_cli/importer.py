@@ -24,10 +24,11 @@ from barrel_cli.watch import Display
 from workers.report.encoding import encode_value  # the wire form of NaN and ±Infinity
 
 FORMATS = ("auto", "tensorboard", "jsonl")
-# The control plane's default limits are 10,000 points and 2 MB a request; 5,000 points of
-# 250-character keys stay under both. A 413 halves the batch anyway.
-DEFAULT_BATCH = 5000
-MAX_BATCH = 10_000
+# The control plane's default limits are 50,000 points and 16 MB a request; 20,000 points of
+# 250-character keys stay under both, and batches that large cost little more per point than
+# the database itself (benchmarks/ingest.py). A 413 halves the batch anyway.
+DEFAULT_BATCH = 20_000
+MAX_BATCH = 50_000
 MAX_KEY_LEN = 250
 MAX_STEP = 2**63 - 1
 # What the control plane accepts in a key (controlplane/metrics/services.py KEY_RE).
@@ -189,11 +190,23 @@ def check(sources: Sequence[Source]) -> tuple[Summary, KeyMap]:
 # ------------------------------------------------------------------------------- sending
 
 
-def _wire(point: Point) -> dict[str, Any]:
-    body: dict[str, Any] = {"key": point.key, "step": point.step, "value": encode_value(point.value)}
-    if point.time is not None:
-        body["time"] = point.time
-    return body
+def _wire(points: list[Point]) -> dict[str, Any]:
+    """A batch as columns per key ({"series": [...]}): a third of the bytes of one object per
+    point, and several times cheaper for the server to read."""
+    series: dict[str, dict[str, list[Any]]] = {}
+    for p in points:
+        entry = series.get(p.key)
+        if entry is None:
+            entry = series[p.key] = {"steps": [], "values": [], "times": []}
+        entry["steps"].append(p.step)
+        entry["values"].append(encode_value(p.value))
+        entry["times"].append(p.time)  # None: the server's now
+    out = []
+    for key, columns in series.items():
+        if not any(t is not None for t in columns["times"]):
+            del columns["times"]
+        out.append({"key": key, **columns})
+    return {"series": out}
 
 
 @dataclass
@@ -233,7 +246,7 @@ class Sender:
         while points:
             chunk = points[: self.batch]
             try:
-                self.api.post(f"runs/{self.run_id}/metrics", {"points": [_wire(p) for p in chunk]})
+                self.api.post(f"runs/{self.run_id}/metrics", _wire(chunk))
             except ApiError as exc:
                 if exc.status == 413 and self.batch > 1:
                     self.batch = max(1, self.batch // 2)

@@ -1,8 +1,9 @@
 """Metric ingest throughput, side by side in one run on one PostgreSQL:
 
-    .venv/bin/python -m benchmarks.ingest [--points 200000] [--batch 5000] [--trials 3] [--mlflow-points 50000]
+    .venv/bin/python -m benchmarks.ingest [--points 200000] [--batches 5000,20000] [--trials 3] [--mlflow-points 50000]
 
-- full HTTP path: JSON (as the reporter sends it, ISO times included) over HTTP → uvicorn → DRF
+- full HTTP path: JSON (as the reporter sends it, ISO times included; and the same points as
+  columns per series, as `barrel import` sends them) over HTTP → uvicorn → DRF
   → auth, rate-limit check, validation → series lock, append check, binary COPY into the points
   table, summaries → commit → one websocket event per batch. One client sending batches back
   to back, as a run's reporter does; and two clients at once. Timed until the last batch is
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -37,27 +39,36 @@ from benchmarks.mlflow_server import MlflowServer, stacks
 ISO = datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def encoded_bodies(key: str, points: int, batch: int) -> list[bytes]:
-    """Pre-encoded request bodies, so the client's JSON encoding is not timed."""
-    return [
-        orjson.dumps(
-            {
-                "points": [
-                    {"key": key, "step": s, "value": s * 0.001, "time": ISO}
-                    for s in range(start, min(points, start + batch))
+def encoded_bodies(key: str, points: int, batch: int, *, columns: bool = False) -> list[bytes]:
+    """Pre-encoded request bodies, so the client's JSON encoding is not timed: one object per
+    point, or the same points (times included) as columns of one series."""
+    bodies = []
+    for start in range(0, points, batch):
+        steps = range(start, min(points, start + batch))
+        body: dict[str, list[dict[str, object]]]
+        if columns:
+            body = {
+                "series": [
+                    {
+                        "key": key,
+                        "steps": list(steps),
+                        "values": [s * 0.001 for s in steps],
+                        "times": [ISO] * len(steps),
+                    }
                 ]
             }
-        )
-        for start in range(0, points, batch)
-    ]
+        else:
+            body = {"points": [{"key": key, "step": s, "value": s * 0.001, "time": ISO} for s in steps]}
+        bodies.append(orjson.dumps(body))
+    return bodies
 
 
 def http_ingest(
-    url: str, dsn: str, tok: str, run_id: int, keys: list[str], points: int, batch: int
+    url: str, dsn: str, tok: str, run_id: int, keys: list[str], points: int, batch: int, *, columns: bool = False
 ) -> tuple[float, float]:
     """Points per second with one client per key, all sending at once: until the last batch
     is acknowledged (stored, committed, readable), and until its rollups are made too."""
-    work = {key: encoded_bodies(key, points, batch) for key in keys}
+    work = {key: encoded_bodies(key, points, batch, columns=columns) for key in keys}
     headers = {"Authorization": f"Bearer {tok}", "Content-Type": "application/json"}
 
     def send(bodies: list[bytes]) -> None:
@@ -71,8 +82,8 @@ def http_ingest(
     acked = time.perf_counter() - t0
     with psycopg.connect(dsn, autocommit=True) as conn:
         while conn.execute(
-            "SELECT count(*) FROM metrics_metricseries WHERE run_id = %s AND key = ANY(%s) "
-            "AND rolled_step IS NOT DISTINCT FROM last_step",
+            "SELECT count(*) FROM metrics_metricseries s JOIN metrics_rollupmark m ON m.series_id = s.id "
+            "WHERE s.run_id = %s AND s.key = ANY(%s) AND m.rolled_step = s.last_step",
             [run_id, keys],
         ).fetchone() != (len(keys),):
             time.sleep(0.002)
@@ -153,55 +164,60 @@ def mlflow_ingest(server: MlflowServer, trial: int, points: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", type=int, default=200_000)
-    parser.add_argument("--batch", type=int, default=5_000)
+    parser.add_argument("--batches", default="5000,20000", help="HTTP batch sizes, compared side by side")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--mlflow-points", type=int, default=50_000)
     args = parser.parse_args()
+    sizes = [int(b) for b in args.batches.split(",")]
     with stacks() as (stack, mlflow):
         tok = token(stack)
         rid = new_run(stack.url, tok, "bench/ingest")
         dsn = stack.database_url or ""
-        rates: dict[str, list[float]] = {
-            k: [] for k in ("http", "http2", "http_r", "http2_r", "binary", "batched", "rows", "mlflow")
-        }
+        rates: dict[str, list[float]] = defaultdict(list)
         for trial in range(args.trials):
-            acked, rolled = http_ingest(stack.url, dsn, tok, rid, [f"http/{trial}"], args.points, args.batch)
-            rates["http"].append(acked)
-            rates["http_r"].append(rolled)
-            two = [f"http2/{trial}/a", f"http2/{trial}/b"]
-            acked, rolled = http_ingest(stack.url, dsn, tok, rid, two, args.points // 2, args.batch)
-            rates["http2"].append(acked)
-            rates["http2_r"].append(rolled)
+            for size in sizes:
+                for way, columns in (("http", False), ("cols", True)):
+                    keys = [f"{way}/{size}/{trial}"]
+                    acked, rolled = http_ingest(stack.url, dsn, tok, rid, keys, args.points, size, columns=columns)
+                    rates[f"{way}/{size}"].append(acked)
+                    rates[f"{way}_r/{size}"].append(rolled)
+                    two = [f"{way}2/{size}/{trial}/a", f"{way}2/{size}/{trial}/b"]
+                    acked, rolled = http_ingest(stack.url, dsn, tok, rid, two, args.points // 2, size, columns=columns)
+                    rates[f"{way}2/{size}"].append(acked)
+                    rates[f"{way}2_r/{size}"].append(rolled)
+                rates[f"batched/{size}"].append(copy_binary(dsn, rid, f"batched/{size}/{trial}", args.points, size))
             rates["binary"].append(copy_binary(dsn, rid, f"binary/{trial}", args.points))
-            rates["batched"].append(copy_binary(dsn, rid, f"batched/{trial}", args.points, args.batch))
             rates["rows"].append(copy_rows(dsn, rid, f"rows/{trial}", args.points))
             if mlflow is not None:
                 rates["mlflow"].append(mlflow_ingest(mlflow, trial, args.mlflow_points))
 
         def line(name: str, key: str) -> None:
             values = rates[key]
-            print(f"  {name:<34}: median {median(values):>10,.0f} points/s  {[round(r) for r in values]}")
+            print(f"  {name:<44}: median {median(values):>10,.0f} points/s  {[round(r) for r in values]}")
 
-        print(f"ingest of {args.points:,} points per trial, batches of {args.batch:,}, {args.trials} trials")
-        line("full HTTP path, 1 client", "http")
-        line("  ... until rolled up", "http_r")
-        line("full HTTP path, 2 clients at once", "http2")
-        line("  ... until rolled up", "http2_r")
-        line("raw COPY, binary, pre-encoded", "binary")
-        line("  ... in HTTP-sized batches, each committed", "batched")
-        line("raw COPY, write_row from Python", "rows")
+        print(f"ingest of {args.points:,} points per trial and way, {args.trials} trials, medians")
+        line("raw COPY, binary, pre-encoded, one commit", "binary")
+        line("raw COPY, write_row from Python, one commit", "rows")
         if mlflow is not None:
-            print(f"  (MLflow: {args.mlflow_points:,} points per trial, log_batch of 1,000)")
-            line(f"MLflow {mlflow.version} log_batch", "mlflow")
+            line(f"MLflow {mlflow.version} log_batch of 1,000 ({args.mlflow_points:,} points)", "mlflow")
         else:
             print("  MLflow: skipped (mlflow not installed: .venv/bin/pip install mlflow psycopg2-binary)")
-        http = median(rates["http"])
-        for name, key in (("1 client", "http"), ("1 client, rolled up", "http_r"), ("2 clients", "http2")):
-            rate = median(rates[key])
-            ratios = ", ".join(f"{rate / median(rates[k]):.2f}" for k in ("binary", "batched", "rows"))
-            print(f"  HTTP ({name}) / COPY binary, batched, write_row: {ratios}")
-        if mlflow is not None:
-            print(f"  HTTP (1 client) / MLflow        : {http / median(rates['mlflow']):.1f}x")
+        for size in sizes:
+            print(f"batches of {size:,} points")
+            line("raw COPY, binary, a commit per batch", f"batched/{size}")
+            for way, name in (("http", "points"), ("cols", "columns per series")):
+                line(f"full HTTP path, {name}, 1 client", f"{way}/{size}")
+                line("  ... until rolled up", f"{way}_r/{size}")
+                line(f"full HTTP path, {name}, 2 clients", f"{way}2/{size}")
+                line("  ... until rolled up", f"{way}2_r/{size}")
+            for way, name in (("http", "points"), ("cols", "columns")):
+                for key, clients in ((way, "1 client"), (f"{way}_r", "1 client, rolled up"), (f"{way}2", "2 clients")):
+                    rate = median(rates[f"{key}/{size}"])
+                    ratios = ", ".join(f"{rate / median(rates[k]):.2f}" for k in ("binary", f"batched/{size}", "rows"))
+                    print(f"    HTTP {name}, {clients} / COPY one commit, COPY per batch, write_row: {ratios}")
+            if mlflow is not None:
+                versus = median(rates[f"http/{size}"]) / median(rates["mlflow"])
+                print(f"    HTTP (points, 1 client) / MLflow: {versus:.1f}x")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ BATCH_SECONDS = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
 WS_CLIENTS = Gauge("barrel_websocket_clients", "Connected websocket clients.", multiprocess_mode="livesum")
+ROLLED_UP = Counter("barrel_rollup_series_merged", "Times a series' pending points were rolled up after commit.")
 WS_RESYNCS = Counter("barrel_websocket_resyncs", "Times a websocket client fell behind and was told to resync.")
 
 DISPATCH_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -105,6 +106,21 @@ class DispatchCollector(Collector):
         yield family
 
 
+class RollupCollector(Collector):
+    def collect(self) -> Iterator[Metric]:
+        from controlplane.metrics import merger
+
+        with connection.cursor() as cur:
+            pending = len(merger.recent_pending(cur))
+        family = GaugeMetricFamily(
+            "barrel_rollup_pending_series",
+            "Series of live runs with points not rolled up yet (normally a moment's worth; a steady rise "
+            "means rolling up falls behind ingest, and reads of those series read more raw points).",
+        )
+        family.add_metric([], float(pending))
+        yield family
+
+
 def _scrape_registry() -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -113,6 +129,7 @@ def _scrape_registry() -> CollectorRegistry:
         registry.register(_Default())
     registry.register(BrokerCollector())
     registry.register(DispatchCollector())
+    registry.register(RollupCollector())
     return registry
 
 

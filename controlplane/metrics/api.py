@@ -62,7 +62,31 @@ _POINT = inline_serializer(
         "time": serializers.DateTimeField(required=False, help_text="ISO 8601 or epoch seconds; default now."),
     },
 )
-_INGEST = inline_serializer("MetricBatchIn", {"points": serializers.ListField(child=_POINT)})
+_SERIES_IN = inline_serializer(
+    "MetricSeriesIn",
+    {
+        "key": serializers.CharField(max_length=250),
+        "steps": serializers.ListField(child=serializers.IntegerField(min_value=0)),
+        "values": serializers.ListField(
+            child=serializers.FloatField(), help_text='As long as steps; numbers, or "NaN", "Infinity", "-Infinity".'
+        ),
+        "times": serializers.ListField(
+            child=serializers.DateTimeField(), required=False, help_text="As long as steps; ISO 8601 or epoch seconds."
+        ),
+        "time": serializers.DateTimeField(required=False, help_text="One time for every point; default now."),
+    },
+)
+_INGEST = inline_serializer(
+    "MetricBatchIn",
+    {
+        "points": serializers.ListField(child=_POINT, required=False),
+        "series": serializers.ListField(
+            child=_SERIES_IN,
+            required=False,
+            help_text="The same as columns per key: a third of the bytes, several times cheaper to read.",
+        ),
+    },
+)
 _SERIES_FIELDS: dict[str, serializers.Field[Any, Any, Any, Any]] = {
     "count": serializers.IntegerField(help_text="Raw points in the requested range."),
     "step": serializers.ListField(child=serializers.IntegerField(), help_text="Last step of each bucket."),
@@ -115,19 +139,27 @@ class MetricsView(APIView):
             response["Retry-After"] = str(max(1, math.ceil(wait)))
             return response
         # A run token proved its run already (RunTokenScope checked the id; the token's lookup
-        # loaded the row): no second visibility query on the reporter's hot path.
-        run = request.auth.run if isinstance(request.auth, RunToken) else get_run(request, run_id)
-        if run.status in TERMINAL and run.finished_at is not None:
+        # loaded the row): no second visibility query on the reporter's hot path. Otherwise
+        # only the columns needed here, not the run with its config, project and team.
+        if isinstance(request.auth, RunToken):
+            state = (request.auth.run.status, request.auth.run.finished_at)
+        else:
+            found = runs_visible_to(request.user).filter(id=run_id).values_list("status", "finished_at").first()
+            if found is None:
+                raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
+            state = found
+        run_status, finished_at = state
+        if run_status in TERMINAL and finished_at is not None:
             grace = timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
-            if timezone.now() - run.finished_at > grace:
+            if timezone.now() - finished_at > grace:
                 raise ApiError(
-                    f"Run {run.id} ended ({run.status}) more than {settings.METRICS_FINISHED_GRACE_S:.0f} s ago; "
+                    f"Run {run_id} ended ({run_status}) more than {settings.METRICS_FINISHED_GRACE_S:.0f} s ago; "
                     "it takes no more metrics.",
                     code="run_finished",
                     status_code=409,
                 )
         points = services.parse_points(request.data, max_points=settings.METRICS_MAX_POINTS_PER_BATCH)
-        services.metrics_ingest(run_id=run.id, points=points)
+        services.metrics_ingest(run_id=run_id, points=points)
         return Response({"accepted": len(points)})
 
     @extend_schema(

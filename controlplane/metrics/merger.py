@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.backends.utils import CursorWrapper
 
+from controlplane import observability
 from controlplane.metrics import storage
 from controlplane.runs.models import TERMINAL
 
@@ -38,7 +39,7 @@ def roll_up(ids: Iterable[int] | None = None) -> tuple[int, list[int]]:
     merged = 0
     busy: list[int] = []
     with connection.cursor() as cur:
-        todo = storage.pending(cur, sorted(set(ids))) if ids is not None else _recent_pending(cur)
+        todo = storage.pending(cur, sorted(set(ids))) if ids is not None else recent_pending(cur)
     for start in range(0, len(todo), CHUNK):
         chunk = todo[start : start + CHUNK]
         with transaction.atomic(), connection.cursor() as cur:
@@ -47,10 +48,11 @@ def roll_up(ids: Iterable[int] | None = None) -> tuple[int, list[int]]:
             storage.merge_pending(cur, locked)
         merged += len(locked)
         busy += sorted(set(chunk) - set(locked))
+    observability.ROLLED_UP.inc(merged)
     return merged, busy
 
 
-def _recent_pending(cur: CursorWrapper) -> list[int]:
+def recent_pending(cur: CursorWrapper) -> list[int]:
     """Series with points above their mark, of runs still going or that ended in the last day
     (a run takes no points long after it ended: controlplane.metrics.api's grace period)."""
     cur.execute(

@@ -242,17 +242,9 @@ def merge_pending(cur: CursorWrapper, ids: list[int]) -> dict[int, Mark]:
     if not todo:
         return old
     upto = {i: spans[i][1] for i in todo}
-    cur.execute(_SETUP)
-    cur.execute(
-        f"INSERT INTO {STAGE} (i, series_id, step, value, time) "
-        "SELECT 0, p.series_id, p.step, p.value, p.time "
-        "FROM unnest(%s::int8[], %s::int8[], %s::int8[]) AS t(id, rolled, upto) CROSS JOIN LATERAL ("
-        "    SELECT series_id, step, value, time FROM metrics_metricpoint p"
-        "    WHERE p.series_id = t.id AND p.step > t.rolled AND p.step <= t.upto) p",
-        [todo, [-1 if old[i].rolled is None else old[i].rolled for i in todo], [upto[i] for i in todo]],
-    )
+    cur.execute("SET LOCAL extra_float_digits = 1")  # sums are of shortest decimals, as in _SETUP
     levels = {i: max(old[i].levels, levels_for(spans[i][1] - spans[i][0])) for i in todo}
-    merge_new(cur, old={i: old[i] for i in todo}, levels=levels, upto=upto)
+    merge_new(cur, old={i: old[i] for i in todo}, levels=levels, upto=upto, source=PENDING_POINTS)
     new = {i: Mark(levels[i], upto[i]) for i in todo}
     _set_marks(cur, new)
     return {**old, **new}
@@ -359,8 +351,15 @@ _LEVEL_1 = f"""
     SELECT series_id, 1 AS level, step >> {SHIFT} AS bucket, count(*) AS count, min(value) AS min,
            max(value) AS max, sum(value::text::numeric) AS sum, max(step) AS last_step,
            {LAST_VALUE.format(value="value", step="step")} AS last_value
-    FROM {STAGE} GROUP BY series_id, step >> {SHIFT}
+    FROM {{source}} GROUP BY series_id, step >> {SHIFT}
 """
+# The points of each series in lv above its mark and up to `upto`, read in place: rolling up
+# pending points needs no copy of them.
+PENDING_POINTS = """(
+    SELECT p.series_id, p.step, p.value FROM lv CROSS JOIN LATERAL (
+        SELECT series_id, step, value FROM metrics_metricpoint p
+        WHERE p.series_id = lv.id AND p.step > coalesce(lv.old_last, -1) AND p.step <= lv.upto) p
+) pending"""
 _LEVEL_UP = f"""
     SELECT d.series_id, %s AS level, d.bucket >> {SHIFT} AS bucket, sum(d.count)::int8 AS count,
            min(d.min) AS min, max(d.max) AS max, sum(d.sum) AS sum, max(d.last_step) AS last_step,
@@ -371,7 +370,7 @@ _LEVEL_UP = f"""
 # Buckets past the one that held the series' last step cannot exist yet: those (nearly all of
 # an append) take a plain INSERT, half the cost of the upsert the others need.
 _MERGE = f"""
-WITH lv AS (SELECT * FROM unnest(%s::int8[], %s::int4[], %s::int8[]) AS lv(id, merge, old_last)),
+WITH lv AS (SELECT * FROM unnest(%s::int8[], %s::int4[], %s::int8[], %s::int8[]) AS lv(id, merge, old_last, upto)),
 {{levels}},
 d AS (SELECT d.*, lv.old_last IS NULL OR d.bucket > lv.old_last >> ({SHIFT} * d.level) AS fresh
       FROM ({{union}}) d JOIN lv ON lv.id = d.series_id),
@@ -389,10 +388,12 @@ ON CONFLICT (series_id, level, bucket) DO UPDATE SET
 """
 
 
-def _merge_sql(top: int) -> str:
-    """The batch's own buckets at levels 1..top, each level grouped from the one below (so the
-    batch is read once), merged into the stored ones."""
-    levels = [f"d1 AS ({_LEVEL_1})"] + [f"d{k} AS ({_LEVEL_UP.format(below=k - 1)})" for k in range(2, top + 1)]
+def _merge_sql(top: int, source: str) -> str:
+    """The buckets of `source` (a table of new points) at levels 1..top, each level grouped from
+    the one below (so the points are read once), merged into the stored ones."""
+    levels = [f"d1 AS ({_LEVEL_1.format(source=source)})"] + [
+        f"d{k} AS ({_LEVEL_UP.format(below=k - 1)})" for k in range(2, top + 1)
+    ]
     union = " UNION ALL ".join(f"SELECT * FROM d{k}" for k in range(1, top + 1))
     # Level 1 rows of series that merge no level are harmless to compute but must not be stored.
     union = union.replace(
@@ -401,18 +402,20 @@ def _merge_sql(top: int) -> str:
     return _MERGE.format(levels=",\n".join(levels), union=union)
 
 
-def merge_new(cur: CursorWrapper, *, old: dict[int, Mark], levels: dict[int, int], upto: dict[int, int]) -> None:
-    """Merge STAGE, points all new and above each series' mark, into the rollups. A series
-    whose rollups held nothing takes STAGE's buckets at every level; one that had points
+def merge_new(
+    cur: CursorWrapper, *, old: dict[int, Mark], levels: dict[int, int], upto: dict[int, int], source: str = STAGE
+) -> None:
+    """Merge `source` (STAGE, or PENDING_POINTS), points all new to the rollups, into them. A
+    series whose rollups held nothing takes the new buckets at every level; one that had points
     merges into the levels it had and builds any new ones (from points up to `upto`)."""
     ids = sorted(levels)
     merge = [levels[i] if old[i].rolled is None else old[i].levels for i in ids]
     top = max(merge, default=0)
     if top > 0:
-        params: list[Any] = [ids, merge, [old[i].rolled for i in ids]]
+        params: list[Any] = [ids, merge, [old[i].rolled for i in ids], [upto[i] for i in ids]]
         for k in range(2, top + 1):
             params += [k, k]
-        cur.execute(_merge_sql(top), params)
+        cur.execute(_merge_sql(top, source), params)
     _refresh(cur, touched=None, old={i: m for i, m in zip(ids, merge, strict=True)}, levels=levels, upto=upto)
 
 

@@ -415,3 +415,19 @@ def test_the_bulk_read_is_in_the_openapi_schema(owner: Persona):
     operation = schema["paths"]["/api/v1/metrics/query"]["post"]
     body = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
     assert set(schema["components"]["schemas"][body]["properties"]) >= {"runs", "keys", "max_points", "start", "end"}
+
+
+def test_columns_per_series_are_stored_and_read_back_like_points(run: Run, run_client: APIClient, owner: Persona):
+    body = {
+        "series": [
+            {"key": "reward/mean", "steps": [0, 1, 2], "values": [0.5, "NaN", 2]},
+            {"key": "loss", "steps": [0, 1], "values": [1.5, 1.25], "times": ["2026-11-30T12:00:00Z", 1_764_504_001]},
+        ]
+    }
+    response = run_client.post(f"/api/v1/runs/{run.id}/metrics", body, format="json")
+    assert response.status_code == 200 and response.json() == {"accepted": 5}
+    got = read(owner.client, run)
+    assert got["reward/mean"]["last"] == [0.5, "NaN", 2.0] and got["loss"]["step"] == [0, 1]
+    bad = {"series": [{"key": "loss", "steps": [3], "values": ["lots"]}]}
+    response = run_client.post(f"/api/v1/runs/{run.id}/metrics", bad, format="json")
+    assert response.status_code == 400 and "series[0].values[0]" in response.json()["fields"]

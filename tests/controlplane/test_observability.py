@@ -72,3 +72,18 @@ def test_a_metrics_token_is_required_when_set(settings):
 def test_no_user_session_or_token_is_needed_without_one(owner: Persona):
     assert not settings.METRICS_TOKEN
     assert "barrel_celery_queue_length" in scrape()
+
+
+def test_series_waiting_to_be_rolled_up_are_a_gauge(run: Run, run_client: APIClient):
+    from controlplane.metrics import merger
+
+    assert scrape()["barrel_rollup_pending_series"][()] == 0
+    points = [{"key": k, "step": s, "value": 1.0} for k in ("a", "b") for s in range(20)]
+    assert run_client.post(f"/api/v1/runs/{run.id}/metrics", {"points": points}, format="json").status_code == 200
+    # The request's transaction is the test's: nothing rolls it up until asked.
+    assert scrape()["barrel_rollup_pending_series"][()] == 2
+    before = scrape()["barrel_rollup_series_merged_total"][()]
+    assert merger.roll_up() == (2, [])
+    after = scrape()
+    assert after["barrel_rollup_pending_series"][()] == 0
+    assert after["barrel_rollup_series_merged_total"][()] - before == 2
