@@ -6,10 +6,12 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
 import httpx
+import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -63,3 +65,25 @@ def median(values: list[float]) -> float:
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+_PENDING = (
+    "SELECT coalesce(sum(s.last_step - coalesce(m.rolled_step, s.first_step - 1)), 0) "
+    "FROM metrics_metricseries s LEFT JOIN metrics_rollupmark m ON m.series_id = s.id "
+    "WHERE s.run_id = %s AND s.key = ANY(%s) AND s.count > 0"
+)
+
+
+def pending_points(dsn: str, run_id: int, keys: list[str]) -> int:
+    """Points of these series above their rollup mark (appended, not rolled up yet); the steps
+    are contiguous in the benchmarks, so the step difference counts them."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(_PENDING, [run_id, keys]).fetchone()
+    return int(row[0]) if row else 0
+
+
+def wait_rolled_up(dsn: str, run_id: int, keys: list[str]) -> None:
+    """Until every point of these series is rolled up."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while (conn.execute(_PENDING, [run_id, keys]).fetchone() or (0,))[0]:
+            time.sleep(0.002)

@@ -33,7 +33,7 @@ import numpy as np
 import orjson
 import psycopg
 
-from benchmarks.common import median, new_run, token
+from benchmarks.common import median, new_run, token, wait_rolled_up
 from benchmarks.mlflow_server import MlflowServer, stacks
 
 ISO = datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -80,13 +80,7 @@ def http_ingest(
     with ThreadPoolExecutor(len(keys)) as pool:
         list(pool.map(send, work.values()))
     acked = time.perf_counter() - t0
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while conn.execute(
-            "SELECT count(*) FROM metrics_metricseries s JOIN metrics_rollupmark m ON m.series_id = s.id "
-            "WHERE s.run_id = %s AND s.key = ANY(%s) AND m.rolled_step = s.last_step",
-            [run_id, keys],
-        ).fetchone() != (len(keys),):
-            time.sleep(0.002)
+    wait_rolled_up(dsn, run_id, keys)
     rolled = time.perf_counter() - t0
     return points * len(keys) / acked, points * len(keys) / rolled
 

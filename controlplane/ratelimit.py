@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from functools import cache
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -12,6 +13,17 @@ from django.conf import settings
 @cache
 def _redis() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL)
+
+
+def bucket_for(request: Any) -> str:
+    """The budget a request draws on: its token's (user and run tokens live in separate tables,
+    so their ids can coincide: the kind is part of the name), else its user's (a session)."""
+    from controlplane.runs.models import RunToken
+
+    if request.auth is None:
+        return f"user:{request.user.pk}"
+    kind = "run" if isinstance(request.auth, RunToken) else "tok"
+    return f"{kind}:{request.auth.pk}"
 
 
 def check(bucket: str, per_second: float) -> float | None:

@@ -129,8 +129,7 @@ class MetricsView(APIView):
                 code="too_large",
                 status_code=413,
             )
-        bucket = f"tok:{request.auth.pk}" if request.auth is not None else f"user:{request.user.pk}"
-        wait = ratelimit.check(bucket, settings.METRICS_RATE_LIMIT_RPS)
+        wait = ratelimit.check(ratelimit.bucket_for(request), settings.METRICS_RATE_LIMIT_RPS)
         if wait is not None:
             response = Response(
                 {"error": "rate_limited", "message": f"Too many requests; retry in {wait:.2f} s."},

@@ -84,8 +84,7 @@ def _writable_run(request: Request, data: dict[str, Any]) -> Run:
 def _check_metric_ingest(request: Request, run: Run) -> None:
     """The limits POST /api/v1/runs/{id}/metrics applies, in the same rate-limit bucket, so a
     token gets one budget whichever API it reports through."""
-    bucket = f"tok:{request.auth.pk}" if request.auth is not None else f"user:{request.user.pk}"
-    wait = ratelimit.check(bucket, settings.METRICS_RATE_LIMIT_RPS)
+    wait = ratelimit.check(ratelimit.bucket_for(request), settings.METRICS_RATE_LIMIT_RPS)
     if wait is not None:
         raise MlflowError(REQUEST_LIMIT_EXCEEDED, f"Too many requests; retry in {wait:.2f} s.", retry_after_s=wait)
     grace = timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
