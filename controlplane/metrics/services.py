@@ -167,7 +167,7 @@ def _parse_columns(raw: list[Any], now: int) -> PointBatch | None:
         return None
     if set(map(type, steps)) != {int} or set(map(type, values)) - _NUMBER_TYPES:
         return None
-    if set(map(type, distinct_times)) - _TIME_TYPES:
+    if set(map(type, times)) - _TIME_TYPES:  # all of them: True and 1 are one element of a set
         return None
     try:
         step_array = np.array(steps, dtype=np.int64)

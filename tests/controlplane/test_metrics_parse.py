@@ -54,6 +54,7 @@ def test_the_column_path_agrees_with_the_loop_on_plain_batches():
         ({"key": "k", "step": 1, "value": "one"}, "points[1].value"),
         ({"key": "k", "step": 1, "value": 1.0, "time": "yesterday"}, "points[1].time"),
         ({"key": "k", "step": 1, "value": 1.0, "time": [1]}, "points[1].time"),
+        ({"key": "k", "step": 1, "value": 1.0, "time": True}, "points[1].time"),
         ({"key": "k\n", "step": 1, "value": 1.0}, "points[1].key"),
         ({"key": ["k"], "step": 1, "value": 1.0}, "points[1].key"),
         ({"step": 1, "value": 1.0}, "points[1].key"),
@@ -61,7 +62,7 @@ def test_the_column_path_agrees_with_the_loop_on_plain_batches():
     ],
 )
 def test_a_batch_with_a_bad_point_falls_to_the_loop_which_names_it(point, path):
-    raw = [{"key": "ok", "step": 0, "value": 0.5}, point]
+    raw = [{"key": "ok", "step": 0, "value": 0.5, "time": 1}, point]
     assert services._parse_columns(raw, NOW) is None
     with pytest.raises(ApiError) as caught:
         services.parse_points({"points": raw}, max_points=10)
