@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 
 from controlplane import observability
@@ -95,8 +95,7 @@ class _Merger:
                 busy = []
                 time.sleep(1.0)
             finally:
-                close_old_connections()
-                connection.close()
+                connection.close()  # back to the pool until the next round
             if busy:
                 self.schedule(busy)
 

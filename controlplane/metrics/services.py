@@ -165,7 +165,8 @@ def _parse_columns(raw: list[Any], now: int) -> PointBatch | None:
         return None
     if any(key_problem(name) is not None for name in names):
         return None
-    if set(map(type, steps)) != {int} or set(map(type, values)) - _NUMBER_TYPES:
+    value_types = set(map(type, values))
+    if set(map(type, steps)) != {int} or value_types - _NUMBER_TYPES:
         return None
     if set(map(type, times)) - _TIME_TYPES:  # all of them: True and 1 are one element of a set
         return None
@@ -182,7 +183,7 @@ def _parse_columns(raw: list[Any], now: int) -> PointBatch | None:
         names,
         list(map(index.__getitem__, keys)),
         steps,
-        values if int not in set(map(type, values)) else value_array.tolist(),
+        values if int not in value_types else value_array.tolist(),
         list(map(us.__getitem__, times)),
     )
 

@@ -62,7 +62,6 @@ DELETE FROM {CHANGED};
 @dataclass(frozen=True, slots=True)
 class SeriesState:
     id: int
-    count: int
     last_step: int | None
 
 
@@ -71,8 +70,7 @@ def lock_series(cur: CursorWrapper, *, run_id: int, names: list[str]) -> dict[st
     taken first and in id order so that two batches with several keys never deadlock (the
     summary UPDATE later would lock them too, in whatever order its join yields)."""
     query = (
-        "SELECT key, id, count, last_step FROM metrics_metricseries "
-        "WHERE run_id = %s AND key = ANY(%s) ORDER BY id FOR UPDATE"
+        "SELECT key, id, last_step FROM metrics_metricseries WHERE run_id = %s AND key = ANY(%s) ORDER BY id FOR UPDATE"
     )
     cur.execute(query, [run_id, names])
     found = {key: SeriesState(*row) for key, *row in cur.fetchall()}
@@ -127,6 +125,22 @@ def as_append(
         last=ss[ends].tolist(),
         last_value=np.asarray(values, dtype=np.float64)[order[ends]].tolist(),
     )
+
+
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_COPY_TRAILER = b"\xff\xff"
+# One binary COPY row of STAGE: a field count, then (length, value) per column; timestamptz is
+# microseconds since 2000-01-01 UTC.
+_ROW = np.dtype(
+    [("fields", ">i2"), ("i_len", ">i4"), ("i", ">i4"), ("sid_len", ">i4"), ("sid", ">i8"),
+     ("step_len", ">i4"), ("step", ">i8"), ("value_len", ">i4"), ("value", ">f8"),
+     ("time_len", ">i4"), ("time", ">i8")]
+)  # fmt: skip
+# The same for the points table itself: (series_id, step, value, time).
+_POINT_ROW = np.dtype(
+    [("fields", ">i2"), ("sid_len", ">i4"), ("sid", ">i8"), ("step_len", ">i4"), ("step", ">i8"),
+     ("value_len", ">i4"), ("value", ">f8"), ("time_len", ">i4"), ("time", ">i8")]
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,22 +262,6 @@ def merge_pending(cur: CursorWrapper, ids: list[int]) -> dict[int, Mark]:
     new = {i: Mark(levels[i], upto[i]) for i in todo}
     _set_marks(cur, new)
     return {**old, **new}
-
-
-_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
-_COPY_TRAILER = b"\xff\xff"
-# One binary COPY row of STAGE: a field count, then (length, value) per column; timestamptz is
-# microseconds since 2000-01-01 UTC.
-_ROW = np.dtype(
-    [("fields", ">i2"), ("i_len", ">i4"), ("i", ">i4"), ("sid_len", ">i4"), ("sid", ">i8"),
-     ("step_len", ">i4"), ("step", ">i8"), ("value_len", ">i4"), ("value", ">f8"),
-     ("time_len", ">i4"), ("time", ">i8")]
-)  # fmt: skip
-# The same for the points table itself: (series_id, step, value, time).
-_POINT_ROW = np.dtype(
-    [("fields", ">i2"), ("sid_len", ">i4"), ("sid", ">i8"), ("step_len", ">i4"), ("step", ">i8"),
-     ("value_len", ">i4"), ("value", ">f8"), ("time_len", ">i4"), ("time", ">i8")]
-)  # fmt: skip
 
 
 def stage(cur: CursorWrapper, points: Points) -> None:
