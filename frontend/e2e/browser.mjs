@@ -39,6 +39,16 @@ const LAUNCH_ARGS = [
   "--disable-sync",
 ];
 
+/**
+ * A script error on the page (a chart that threw, say) fails the check even when everything
+ * it looked for showed up: a person would see a broken chart.
+ * @param {string[]} errors what openBrowser collected
+ */
+export function noPageErrors(errors) {
+  const thrown = errors.filter((e) => e.startsWith("page error:"));
+  if (thrown.length > 0) throw new CheckFailed(`the page threw: ${thrown.slice(0, 5).join("; ")}`);
+}
+
 /** Headless Debian Chromium with one page; browser errors are collected for the failure report. */
 export async function openBrowser() {
   const browser = await chromium.launch({

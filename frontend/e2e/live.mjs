@@ -17,7 +17,7 @@
  */
 import path from "node:path";
 
-import { CheckFailed, log, login, openBrowser, required, runCheck, screenshotDir } from "./browser.mjs";
+import { CheckFailed, log, login, noPageErrors, openBrowser, required, runCheck, screenshotDir } from "./browser.mjs";
 
 /**
  * Point counts of every chart on the page, by metric key.
@@ -120,6 +120,7 @@ async function main() {
     const stillSamePage = await page.evaluate(() => /** @type {any} */ (window).__barrelE2eNoReload === true);
     if (!stillSamePage) throw new CheckFailed("the page reloaded while waiting; growth was not live");
     log(`live: ${grown.key} grew from ${grown.from} to ${grown.to} points without a reload`);
+    noPageErrors(browserErrors);
     await page.screenshot({ path: path.join(shots, "run.png"), fullPage: true });
     log(`screenshots in ${shots}`);
   } catch (error) {

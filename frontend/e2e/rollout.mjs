@@ -13,7 +13,7 @@
  */
 import path from "node:path";
 
-import { CheckFailed, log, login, openBrowser, required, runCheck, screenshotDir } from "./browser.mjs";
+import { CheckFailed, log, login, noPageErrors, openBrowser, required, runCheck, screenshotDir } from "./browser.mjs";
 
 async function main() {
   const base = required("BARREL_URL").replace(/\/+$/, "");
@@ -60,6 +60,7 @@ async function main() {
       });
     log(`run ${runId} now ${(await status.innerText()).trim()}`);
     await page.screenshot({ path: path.join(shots, "resumed.png"), fullPage: true });
+    noPageErrors(errors);
   } catch (error) {
     await page.screenshot({ path: path.join(shots, "failure.png"), fullPage: true }).catch(() => undefined);
     if (errors.length > 0) log(`browser errors:\n  ${errors.slice(-20).join("\n  ")}`);

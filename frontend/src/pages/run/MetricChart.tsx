@@ -4,17 +4,33 @@ import "uplot/dist/uPlot.min.css";
 
 import { formatMetricValue } from "../../api/nonfinite";
 import type { Series } from "../../api/metrics";
-import { formatTicks, isRaw, isZoomedX, latestValue, toUplotData } from "./charts";
+import { flatRange, formatTicks, isRaw, isZoomedX, latestValue, toUplotData } from "./charts";
 
 const HEIGHT = 170;
 const LINE = "#1f5fbf";
 const BAND = "rgba(31, 95, 191, 0.16)";
 
+const AXIS_FONT = "12px system-ui, sans-serif";
+
+/** The y axis as wide as its longest label ("1.3732e-1" does not fit a fixed width). */
+function labelWidth(plot: uPlot, values: string[] | null): number {
+  const longest = (values ?? []).reduce((a, b) => (b.length > a.length ? b : a), "");
+  plot.ctx.font = AXIS_FONT; // CSS pixels: uPlot sets its own (scaled) font before it draws
+  return Math.max(40, Math.ceil(plot.ctx.measureText(longest).width) + 22); // + tick and gap
+}
+
 function chartOptions(title: string, width: number, onXScale: (plot: uPlot) => void): uPlot.Options {
   return {
     width,
     height: HEIGHT,
-    scales: { x: { time: false } },
+    scales: {
+      x: { time: false },
+      // uPlot's default ranging (10% padding, soft zero), unless the data is flat.
+      y: {
+        range: (_u, min, max) =>
+          min == null || max == null ? [null, null] : (flatRange(min, max) ?? uPlot.rangeNum(min, max, 0.1, true)),
+      },
+    },
     legend: { show: true, live: true },
     cursor: { drag: { x: true, y: false } },
     series: [
@@ -33,12 +49,19 @@ function chartOptions(title: string, width: number, onXScale: (plot: uPlot) => v
     bands: [{ series: [3, 2], fill: BAND }],
     hooks: { setScale: [(plot, scaleKey) => scaleKey === "x" && onXScale(plot)] },
     axes: [
-      { stroke: "#555", grid: { stroke: "#eee" }, ticks: { stroke: "#ddd" }, values: (_u, splits) => formatTicks(splits) },
       {
         stroke: "#555",
+        font: AXIS_FONT,
         grid: { stroke: "#eee" },
         ticks: { stroke: "#ddd" },
-        size: 60,
+        values: (_u, splits) => formatTicks(splits),
+      },
+      {
+        stroke: "#555",
+        font: AXIS_FONT,
+        grid: { stroke: "#eee" },
+        ticks: { stroke: "#ddd" },
+        size: labelWidth,
         values: (_u, splits) => formatTicks(splits),
       },
     ],

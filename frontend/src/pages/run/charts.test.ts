@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { formatTicks, groupByNamespace, isRaw, isZoomedX, namespaceOf, toUplotData } from "./charts";
+import { flatRange, formatTicks, groupByNamespace, isRaw, isZoomedX, namespaceOf, toUplotData } from "./charts";
 
 describe("namespaceOf", () => {
   it("is the part before the first slash", () => {
@@ -89,5 +89,20 @@ describe("isZoomedX", () => {
   it("is true when the user narrowed the x range", () => {
     expect(isZoomedX({ data, scales: { x: { min: 5, max: 20 } } })).toBe(true);
     expect(isZoomedX({ data, scales: { x: { min: 0, max: 15 } } })).toBe(true);
+  });
+});
+
+describe("flatRange", () => {
+  it("gives data flat up to float noise room around its value, which uPlot cannot range", () => {
+    // float32 noise around 1: an importance ratio that crashed the run page
+    expect(flatRange(0.9999998807907104, 1.0000001192092896)).toEqual([0.99, 1.01]);
+    expect(flatRange(-2.5, -2.5)).toEqual([-2.525, -2.475]);
+    expect(flatRange(0, 0)).toEqual([-1, 1]);
+  });
+
+  it("leaves data that really varies to uPlot", () => {
+    expect(flatRange(1, 1.00001)).toBeNull();
+    expect(flatRange(0, 1e-12)).toBeNull();
+    expect(flatRange(-3, 5)).toBeNull();
   });
 });

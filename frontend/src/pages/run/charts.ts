@@ -66,6 +66,23 @@ export function toUplotData(series: Series): uPlot.AlignedData {
   ];
 }
 
+/** Spread, relative to the values, below which a chart draws its data as flat. */
+export const FLAT_SPREAD = 1e-6;
+
+/**
+ * The y range for data flat up to float noise (an importance ratio of
+ * 1 ± 2e-7, say), else null for uPlot's own ranging. On such data uPlot's
+ * tick loop never ends and the tab dies (leeoniya/uPlot#1084, left to
+ * callers), so the value gets 1% of room either side (±1 around 0).
+ */
+export function flatRange(min: number, max: number): [number, number] | null {
+  const magnitude = Math.max(Math.abs(min), Math.abs(max));
+  if (max - min > magnitude * FLAT_SPREAD) return null;
+  const mid = (min + max) / 2;
+  const pad = mid === 0 ? 1 : Math.abs(mid) * 0.01;
+  return [mid - pad, mid + pad];
+}
+
 /** True when every bucket holds one raw point, i.e. the band would be empty. */
 export function isRaw(series: Series): boolean {
   return series.min.every((min, i) => Object.is(min, series.max[i]));
