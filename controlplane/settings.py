@@ -72,7 +72,10 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [REDIS_URL],
+            # redis-py 8 reads with a 5 s socket timeout by default, the same 5 s a consumer's
+            # blocking receive (BZPOPMIN) waits: an idle watcher's read could time out first and
+            # tear its websocket down (django/channels_redis#422). Wait longer than the pop.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
             # Bounded per-client buffers: a stalled websocket client loses messages (and is told
             # to resync) instead of growing Redis without limit or slowing ingestion.
             "capacity": env_int("BARREL_WS_CAPACITY", 200),

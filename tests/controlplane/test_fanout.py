@@ -40,7 +40,12 @@ def server_url(run: Run) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config = uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    # A short graceful shutdown: the stalled client never closes its socket, and a server left
+    # running would keep its consumers receiving on the process' channel layer from this
+    # thread's loop, which the layer refuses to share with the next test's loop.
+    config = uvicorn.Config(
+        application, host="127.0.0.1", port=port, log_level="warning", lifespan="off", timeout_graceful_shutdown=2
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -49,6 +54,7 @@ def server_url(run: Run) -> Iterator[str]:
     yield f"ws://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(timeout=10)
+    assert not thread.is_alive(), "the test server did not stop"
 
 
 async def open_client(url: str, token: str) -> ClientConnection:

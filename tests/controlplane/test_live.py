@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -60,6 +61,22 @@ async def test_a_member_gets_a_snapshot_then_points_and_state_changes(owner: Per
     await sync_to_async(transition)(attempt_id, [RunStatus.QUEUED], RunStatus.DISPATCHING)
     event = await receive(ws)
     assert event["type"] == "run.status" and event["run"]["status"] == "DISPATCHING"
+    await ws.disconnect()
+
+
+async def test_a_watcher_idle_longer_than_a_blocking_receive_still_gets_the_next_event(owner: Persona, run: Run):
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    # Reads must outlast the layer's blocking pop, or an idle consumer's read times out first.
+    assert layer.create_pool(0).connection_kwargs["socket_timeout"] > layer.brpop_timeout
+    ws = connect(run.id, owner.token)
+    assert (await ws.connect())[0]
+    assert (await receive(ws))["type"] == "run.snapshot"
+    await asyncio.sleep(layer.brpop_timeout + 1.5)  # one whole empty pop, and into the next
+    points = parse_points({"points": [{"key": "reward/mean", "step": 0, "value": 1.0}]}, max_points=10)
+    await sync_to_async(metrics_ingest)(run_id=run.id, points=points)
+    assert (await receive(ws))["type"] == "metrics.points"
     await ws.disconnect()
 
 
