@@ -27,12 +27,14 @@ class ApiError(exceptions.APIException):
         code: str = "invalid",
         status_code: int = status.HTTP_400_BAD_REQUEST,
         fields: dict[str, list[str]] | None = None,
+        retry_after: int | None = None,
     ) -> None:
         super().__init__(detail=message, code=code)
         self.status_code = status_code
         self.message = message
         self.error_code = code
         self.fields = fields
+        self.wait = retry_after  # DRF's handler (and error_headers) make it Retry-After
 
 
 def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -78,6 +80,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
+    if isinstance(exc, exceptions.APIException):
+        response.data = error_body(exc)
+    return response
+
+
+def error_body(exc: exceptions.APIException) -> dict[str, Any]:
+    """The body of an API error: `{"error", "message", "fields"?}`."""
     body: dict[str, Any]
     if isinstance(exc, ApiError):
         body = {"error": exc.error_code, "message": exc.message}
@@ -86,11 +95,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     elif isinstance(exc, exceptions.ValidationError):
         fields = flatten_errors(exc.detail)
         body = {"error": "validation_error", "message": summarize(fields), "fields": fields}
-    elif isinstance(exc, exceptions.APIException):
+    else:
         detail = exc.detail
         message = str(detail) if not isinstance(detail, (dict, list)) else summarize(flatten_errors(detail))
         body = {"error": exc.get_codes() if isinstance(exc.get_codes(), str) else "error", "message": message}
-    else:  # pragma: no cover - drf only returns responses for APIException
-        return response
-    response.data = body
-    return response
+    return body

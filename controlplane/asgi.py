@@ -13,6 +13,7 @@ from django.conf import settings  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from controlplane.auth_ws import BearerAuthMiddleware  # noqa: E402
+from controlplane.metrics.ingest_route import IngestRoute  # noqa: E402
 from controlplane.runs.consumers import RunConsumer  # noqa: E402
 
 
@@ -29,7 +30,8 @@ websocket_urlpatterns = [path("ws/runs/<int:run_id>/", RunConsumer.as_asgi())]
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # Bearer-token metric batches skip Django's request machinery (see IngestRoute).
+        "http": IngestRoute(django_asgi_app),
         "websocket": OriginCheck(BearerAuthMiddleware(URLRouter(websocket_urlpatterns)), settings.ALLOWED_HOSTS),
     }
 )

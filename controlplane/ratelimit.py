@@ -16,14 +16,19 @@ def _redis() -> redis.Redis:
 
 
 def bucket_for(request: Any) -> str:
+    """The budget a request draws on (see `bucket`)."""
+    return bucket(request.user, request.auth)
+
+
+def bucket(user: Any, auth: Any) -> str:
     """The budget a request draws on: its token's (user and run tokens live in separate tables,
     so their ids can coincide: the kind is part of the name), else its user's (a session)."""
     from controlplane.runs.models import RunToken
 
-    if request.auth is None:
-        return f"user:{request.user.pk}"
-    kind = "run" if isinstance(request.auth, RunToken) else "tok"
-    return f"{kind}:{request.auth.pk}"
+    if auth is None:
+        return f"user:{user.pk}"
+    kind = "run" if isinstance(auth, RunToken) else "tok"
+    return f"{kind}:{auth.pk}"
 
 
 def check(bucket: str, per_second: float) -> float | None:

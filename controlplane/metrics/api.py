@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -9,7 +10,7 @@ import orjson
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
@@ -25,20 +26,10 @@ from controlplane.runs.selectors import runs_visible_to
 
 
 class LenientJSONParser(JSONParser):
-    """orjson first (several times faster on 10k-point batches); the standard parser for
-    bodies orjson refuses, which accepts the bare NaN / Infinity tokens Python's json.dumps
-    writes by default."""
+    """JSON bodies through parse_json."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        body = stream.read()
-        try:
-            return orjson.loads(body)
-        except orjson.JSONDecodeError:
-            pass
-        try:
-            return json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ApiError(f"Body is not valid JSON: {exc}", code="parse_error") from None
+        return parse_json(stream.read())
 
 
 class FastJSONRenderer(BaseRenderer):
@@ -111,6 +102,70 @@ def _int_param(request: Request, name: str, default: int | None, lo: int, hi: in
     return value
 
 
+def check_body_size(length: int) -> None:
+    if length > settings.METRICS_MAX_BODY_BYTES:
+        raise ApiError(
+            f"Body of {length} bytes is over the limit of {settings.METRICS_MAX_BODY_BYTES}; split the batch.",
+            code="too_large",
+            status_code=413,
+        )
+
+
+def parse_json(body: bytes) -> Any:
+    """orjson first (several times faster on large batches); the standard parser for bodies
+    orjson refuses, which accepts the bare NaN / Infinity tokens Python's json.dumps writes by
+    default."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(f"Body is not valid JSON: {exc}", code="parse_error") from None
+
+
+def ingest_batch(run_id: int, user: Any, auth: Any, length: int, body: Callable[[], Any]) -> int:
+    """POST /runs/{id}/metrics once the caller is authenticated (and a run token confined to
+    its run): the size and rate limits, the run's state, then the batch (`body()`, parsed JSON)
+    validated and stored. Returns the points accepted. Shared by MetricsView and the ASGI route
+    that serves bearer-token batches without DRF (controlplane.metrics.ingest_route)."""
+    check_body_size(length)
+    wait = ratelimit.check(ratelimit.bucket(user, auth), settings.METRICS_RATE_LIMIT_RPS)
+    if wait is not None:
+        raise ApiError(
+            f"Too many requests; retry in {wait:.2f} s.",
+            code="rate_limited",
+            status_code=429,
+            retry_after=max(1, math.ceil(wait)),
+        )
+    # A run token proved its run already (check_run_scope compared the id; the token's lookup
+    # loaded the row): no second visibility query on the reporter's hot path. Otherwise only
+    # the columns needed here, not the run with its config, project and team.
+    if isinstance(auth, RunToken):
+        state = (auth.run.status, auth.run.finished_at)
+    else:
+        found = None
+        if run_id <= services.MAX_STEP:  # a bigint: anything larger names no run
+            found = runs_visible_to(user).filter(id=run_id).values_list("status", "finished_at").first()
+        if found is None:
+            raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
+        state = found
+    run_status, finished_at = state
+    if run_status in TERMINAL and finished_at is not None:
+        grace = timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
+        if timezone.now() - finished_at > grace:
+            raise ApiError(
+                f"Run {run_id} ended ({run_status}) more than {settings.METRICS_FINISHED_GRACE_S:.0f} s ago; "
+                "it takes no more metrics.",
+                code="run_finished",
+                status_code=409,
+            )
+    points = services.parse_points(body(), max_points=settings.METRICS_MAX_POINTS_PER_BATCH)
+    services.metrics_ingest(run_id=run_id, points=points)
+    return len(points)
+
+
 class MetricsView(APIView):
     run_token_allowed = True
     parser_classes = [LenientJSONParser]
@@ -123,43 +178,7 @@ class MetricsView(APIView):
     )
     def post(self, request: Request, run_id: int) -> Response:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
-        if length > settings.METRICS_MAX_BODY_BYTES:
-            raise ApiError(
-                f"Body of {length} bytes is over the limit of {settings.METRICS_MAX_BODY_BYTES}; split the batch.",
-                code="too_large",
-                status_code=413,
-            )
-        wait = ratelimit.check(ratelimit.bucket_for(request), settings.METRICS_RATE_LIMIT_RPS)
-        if wait is not None:
-            response = Response(
-                {"error": "rate_limited", "message": f"Too many requests; retry in {wait:.2f} s."},
-                status=status.HTTP_429_TOO_MANY_REQUESTS,
-            )
-            response["Retry-After"] = str(max(1, math.ceil(wait)))
-            return response
-        # A run token proved its run already (RunTokenScope checked the id; the token's lookup
-        # loaded the row): no second visibility query on the reporter's hot path. Otherwise
-        # only the columns needed here, not the run with its config, project and team.
-        if isinstance(request.auth, RunToken):
-            state = (request.auth.run.status, request.auth.run.finished_at)
-        else:
-            found = runs_visible_to(request.user).filter(id=run_id).values_list("status", "finished_at").first()
-            if found is None:
-                raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
-            state = found
-        run_status, finished_at = state
-        if run_status in TERMINAL and finished_at is not None:
-            grace = timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
-            if timezone.now() - finished_at > grace:
-                raise ApiError(
-                    f"Run {run_id} ended ({run_status}) more than {settings.METRICS_FINISHED_GRACE_S:.0f} s ago; "
-                    "it takes no more metrics.",
-                    code="run_finished",
-                    status_code=409,
-                )
-        points = services.parse_points(request.data, max_points=settings.METRICS_MAX_POINTS_PER_BATCH)
-        services.metrics_ingest(run_id=run_id, points=points)
-        return Response({"accepted": len(points)})
+        return Response({"accepted": ingest_batch(run_id, request.user, request.auth, length, lambda: request.data)})
 
     @extend_schema(
         parameters=[

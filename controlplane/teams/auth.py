@@ -56,22 +56,42 @@ def resolve_bearer(secret: str) -> tuple[AbstractBaseUser, ApiToken | RunToken] 
     return None
 
 
-class BearerTokenAuthentication(BaseAuthentication):
-    keyword = b"bearer"
+WWW_AUTHENTICATE = 'Bearer realm="barrel"'
 
+
+def is_bearer(header: bytes) -> bool:
+    """Whether an Authorization header claims the bearer scheme (valid or not)."""
+    parts = header.split()
+    return bool(parts) and parts[0].lower() == b"bearer"
+
+
+def authenticate_bearer(header: bytes) -> tuple[AbstractBaseUser, ApiToken | RunToken]:
+    """The (user, token) of a bearer Authorization header; AuthenticationFailed, naming what is
+    wrong, otherwise. Shared by DRF and the ingest route that skips it
+    (controlplane.metrics.ingest_route)."""
+    parts = header.split()
+    if len(parts) != 2:
+        raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
+    resolved = resolve_bearer(parts[1].decode("latin-1"))
+    if resolved is None:
+        raise exceptions.AuthenticationFailed("Invalid, revoked or expired token.")
+    return resolved
+
+
+class BearerTokenAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
-        parts = get_authorization_header(request).split()
-        if not parts or parts[0].lower() != self.keyword:
-            return None
-        if len(parts) != 2:
-            raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
-        resolved = resolve_bearer(parts[1].decode("latin-1"))
-        if resolved is None:
-            raise exceptions.AuthenticationFailed("Invalid, revoked or expired token.")
-        return resolved
+        header = get_authorization_header(request)
+        return authenticate_bearer(header) if is_bearer(header) else None
 
     def authenticate_header(self, request: Request) -> str:
-        return 'Bearer realm="barrel"'
+        return WWW_AUTHENTICATE
+
+
+def check_run_scope(auth: object, run_id: object) -> None:
+    """A run token may touch only its own run: for any other, the same 404 as for another
+    team's run (do not reveal that it exists)."""
+    if isinstance(auth, RunToken) and (run_id is None or str(run_id) != str(auth.run_id)):
+        raise exceptions.NotFound("Run not found.")
 
 
 class RunTokenScope(BasePermission):
@@ -82,8 +102,5 @@ class RunTokenScope(BasePermission):
             return True
         if not getattr(view, "run_token_allowed", False):
             return False
-        run_id = view.kwargs.get("run_id")
-        if run_id is None or str(run_id) != str(request.auth.run_id):
-            # Same answer as for another team's run: do not reveal that it exists.
-            raise exceptions.NotFound("Run not found.")
+        check_run_scope(request.auth, view.kwargs.get("run_id"))
         return True

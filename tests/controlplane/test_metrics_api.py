@@ -118,14 +118,11 @@ def test_too_many_requests_answer_429_with_retry_after(run: Run, run_client: API
 
 
 def test_a_user_token_and_a_run_token_with_one_id_have_their_own_budgets():
-    from types import SimpleNamespace
-
-    from controlplane.ratelimit import bucket_for
+    from controlplane.ratelimit import bucket
     from controlplane.runs.models import RunToken
     from controlplane.teams.models import ApiToken
 
-    user_token, run_token = SimpleNamespace(auth=ApiToken(pk=5)), SimpleNamespace(auth=RunToken(pk=5))
-    assert bucket_for(user_token) != bucket_for(run_token)
+    assert bucket(None, ApiToken(pk=5)) != bucket(None, RunToken(pk=5))
 
 
 def pg_order(v: float):

@@ -1,0 +1,146 @@
+"""POST /api/v1/runs/{id}/metrics with a bearer token, served straight from ASGI.
+
+Reporters, importers and MLflow-style loggers send batch after batch for the whole of a run;
+it is the hottest request the control plane serves. Through Django and DRF (the body spooled
+and copied, the middleware, content negotiation, a new thread per request) a 5,000-point batch
+cost about as much web-process CPU again as validating and storing it (benchmarks/ingest.py).
+Requests on this route with `Authorization: Bearer` and a JSON body skip all that: the same
+authentication (authenticate_bearer), the same run-token scope, the same limits, checks,
+validation and storage (controlplane.metrics.api.ingest_batch), the same answers and error
+bodies. Anything else (a session cookie, another content type) goes on to Django.
+
+The work runs on a small pool of long-lived threads, each handing its database connection
+back to the pool after every request, as Django does at request end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import close_old_connections
+from rest_framework import exceptions
+
+from controlplane.api import ApiError, error_body
+from controlplane.metrics.api import check_body_size, ingest_batch, parse_json
+from controlplane.teams.auth import WWW_AUTHENTICATE, authenticate_bearer, check_run_scope, is_bearer
+
+logger = logging.getLogger(__name__)
+
+PATH = re.compile(r"/api/v1/runs/([0-9]+)/metrics")
+_JSON = b"application/json"
+
+Scope = dict[str, Any]
+Answer = tuple[int, dict[str, Any], list[tuple[bytes, bytes]]]
+
+
+def claims(scope: Scope) -> int | None:
+    """The run id when this route serves the request, else None (Django does)."""
+    if scope["type"] != "http" or scope["method"] != "POST":
+        return None
+    match = PATH.fullmatch(scope["path"])
+    if match is None:
+        return None
+    headers = dict(scope["headers"])
+    media_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    if media_type != _JSON or not is_bearer(headers.get(b"authorization", b"")):
+        return None
+    return int(match[1])
+
+
+def _error(exc: exceptions.APIException) -> Answer:
+    headers = []
+    if isinstance(exc, (exceptions.AuthenticationFailed, exceptions.NotAuthenticated)):
+        headers.append((b"www-authenticate", WWW_AUTHENTICATE.encode()))
+    wait = getattr(exc, "wait", None)
+    if wait:
+        headers.append((b"retry-after", b"%d" % wait))
+    return exc.status_code, error_body(exc), headers
+
+
+def handle(run_id: int, authorization: bytes, length: int, body: bytes) -> Answer:
+    """The request as MetricsView would answer it (run on a worker thread)."""
+    close_old_connections()
+    try:
+        user, token = authenticate_bearer(authorization)
+        check_run_scope(token, run_id)
+        return 200, {"accepted": ingest_batch(run_id, user, token, length, lambda: parse_json(body))}, []
+    except exceptions.APIException as exc:
+        return _error(exc)
+    except Exception:
+        logger.exception("ingest into run %s failed", run_id)
+        return 500, {"error": "server_error", "message": "Internal error; the batch was not stored."}, []
+    finally:
+        close_old_connections()  # hands the connection back to the pool
+
+
+class IngestRoute:
+    """ASGI middleware: serves the requests `claims` takes, passes the rest to `app`."""
+
+    def __init__(self, app: Any, *, threads: int = 8) -> None:
+        self.app = app
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="barrel-ingest")
+        self.security_headers = [(b"x-content-type-options", b"nosniff")]
+        if settings.SECURE_REFERRER_POLICY:
+            self.security_headers.append((b"referrer-policy", str(settings.SECURE_REFERRER_POLICY).encode()))
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        run_id = claims(scope)
+        if run_id is None:
+            await self.app(scope, receive, send)
+            return
+        answer = await self._answer(scope, receive, run_id)
+        if answer is None:
+            return
+        status, payload, headers = answer
+        content = orjson.dumps(payload)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", _JSON),
+                    (b"content-length", b"%d" % len(content)),
+                    *self.security_headers,
+                    *headers,
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": content})
+
+    async def _answer(self, scope: Scope, receive: Any, run_id: int) -> Answer | None:
+        try:
+            body = await self._read(scope, receive)
+        except ApiError as exc:
+            return _error(exc)
+        if body is None:
+            return None  # the client went away
+        authorization = dict(scope["headers"])[b"authorization"]
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, handle, run_id, authorization, len(body), body)
+
+    @staticmethod
+    async def _read(scope: Scope, receive: Any) -> bytes | None:
+        """The body, refused (413) before a byte of it is read when the declared length is over
+        the limit, and as soon as what arrives is (a chunked body declares none)."""
+        try:
+            check_body_size(int(dict(scope["headers"]).get(b"content-length", b"0")))
+        except ValueError:
+            raise ApiError("Content-Length must be a number of bytes.", code="parse_error") from None
+        chunks = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            check_body_size(size)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
