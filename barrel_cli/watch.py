@@ -65,9 +65,11 @@ class WatchState:
         if kind in ("run.snapshot", "run.status") and isinstance(message.get("run"), dict):
             self.run = message["run"]
         elif kind == "metrics.points":
-            for point in message.get("points") or []:
-                if isinstance(point, dict):
-                    self.add_point(str(point.get("key")), point.get("step"), point.get("value"))
+            for series in message.get("series") or []:
+                if isinstance(series, dict):
+                    key = str(series.get("key"))
+                    for step, value in zip(series.get("steps") or [], series.get("values") or [], strict=False):
+                        self.add_point(key, step, value)
         return kind
 
     def add_point(self, key: str, step: Any, value: Any) -> None:

@@ -26,7 +26,7 @@ async def watch(ws: ClientConnection, sent: dict[int, float], last: int, out: li
         if message["type"] == "resync":
             resyncs.append(1)
         elif message["type"] == "metrics.points":
-            step = message["points"][0]["step"]
+            step = message["series"][0]["steps"][0]
             out.append(time.perf_counter() - sent[step])
             if step == last:
                 return

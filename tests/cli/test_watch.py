@@ -31,11 +31,10 @@ def test_messages_update_status_step_and_latest_values() -> None:
         {
             "type": "metrics.points",
             "run_id": 12,
-            "points": [
-                {"key": "reward/mean", "step": 3, "value": 0.5},
-                {"key": "reward/mean", "step": 2, "value": 0.1},  # older: ignored
-                {"key": "policy/loss", "step": 3, "value": "NaN"},
-                {"key": "zeta", "step": 1, "value": 1.0},
+            "series": [
+                {"key": "reward/mean", "steps": [3, 2], "values": [0.5, 0.1]},  # step 2 is older: ignored
+                {"key": "policy/loss", "steps": [3], "values": ["NaN"]},
+                {"key": "zeta", "steps": [1], "values": [1.0]},
             ],
         }
     )

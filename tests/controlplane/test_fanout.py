@@ -31,7 +31,7 @@ EVENTS = 240
 # ~40 KB per event: 240 of them (9.6 MB) overflow the socket buffers between the server and a
 # client that does not read (about 3 MB here) and its outbox (64 events), so the server's send
 # to that client really blocks and its outbox really overflows.
-PAYLOAD = [{"key": "reward/mean", "step": s, "value": s * 0.5} for s in range(1500)]
+PAYLOAD = [{"key": "reward/mean", "steps": list(range(3500)), "values": [s * 0.5 for s in range(3500)]}]
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ async def test_a_stalled_client_is_told_to_resync_and_holds_back_no_one(
     last = base + EVENTS
     readers = [asyncio.create_task(read_until_seq(ws, last)) for ws in healthy]
 
-    event = {"type": "metrics.points", "run_id": run.id, "points": PAYLOAD}
+    event = {"type": "metrics.points", "run_id": run.id, "series": PAYLOAD}
     for _ in range(EVENTS):
         await sync_to_async(publish)(run.id, event)
 

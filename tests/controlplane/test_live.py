@@ -48,14 +48,14 @@ async def test_a_member_gets_a_snapshot_then_points_and_state_changes(owner: Per
     await sync_to_async(metrics_ingest)(run_id=run.id, points=points)
     event = await receive(ws)
     assert event["type"] == "metrics.points"
-    assert [(p["key"], p["step"], p["value"]) for p in event["points"]] == [("reward/mean", s, s) for s in range(3)]
+    assert event["series"] == [{"key": "reward/mean", "steps": [0, 1, 2], "values": [0.0, 1.0, 2.0]}]
 
     # A replay changes nothing, so nothing is pushed; a NaN travels as a string.
     await sync_to_async(metrics_ingest)(run_id=run.id, points=points)
     nan = parse_points({"points": [{"key": "policy/loss", "step": 0, "value": "NaN"}]}, max_points=10)
     await sync_to_async(metrics_ingest)(run_id=run.id, points=nan)
     event = await receive(ws)
-    assert event["points"] == [{"key": "policy/loss", "step": 0, "value": "NaN"}]
+    assert event["series"] == [{"key": "policy/loss", "steps": [0], "values": ["NaN"]}]
 
     attempt_id = await sync_to_async(lambda: run.attempts.get().id)()
     await sync_to_async(transition)(attempt_id, [RunStatus.QUEUED], RunStatus.DISPATCHING)

@@ -155,3 +155,31 @@ def test_the_point_limit_counts_the_points_of_every_series():
     with pytest.raises(ApiError) as caught:
         services.parse_points({"series": {"key": "a"}}, max_points=2)
     assert caught.value.fields == {"series": ["required list"]}
+
+
+def test_the_live_event_carries_each_keys_points_as_columns_in_batch_order():
+    from controlplane.metrics.services import _points_event
+
+    body = {
+        "points": [
+            {"key": "b", "step": 5, "value": 1.5},
+            {"key": "a", "step": 2, "value": 0.25},
+            {"key": "b", "step": 3, "value": "NaN"},
+            {"key": "a", "step": 9, "value": 7},
+        ]
+    }
+    event = _points_event(4, services.parse_points(body, max_points=10))
+    assert event == {
+        "type": "metrics.points",
+        "run_id": 4,
+        "series": [
+            {"key": "b", "steps": [5, 3], "values": [1.5, "NaN"]},
+            {"key": "a", "steps": [2, 9], "values": [0.25, 7.0]},
+        ],
+    }
+    # What an upsert changed: (key, step, value) rows, finite values left as numbers.
+    changed = _points_event(4, [("x", 1, 0.5), ("y", 2, -1.0), ("x", 3, 2.0)])
+    assert changed["series"] == [
+        {"key": "x", "steps": [1, 3], "values": [0.5, 2.0]},
+        {"key": "y", "steps": [2], "values": [-1.0]},
+    ]

@@ -55,7 +55,9 @@ def test_a_submitted_run_succeeds_with_metrics_stored_and_pushed_live(live: Live
     assert series["reward/mean"]["count"] == 8 and steps == list(range(steps[0], steps[0] + 8))
     messages = listener.close()
     assert messages[0]["type"] == "run.snapshot"
-    live_points = [(p["key"], p["step"]) for m in messages if m["type"] == "metrics.points" for p in m["points"]]
+    live_points = [
+        (s["key"], step) for m in messages if m["type"] == "metrics.points" for s in m["series"] for step in s["steps"]
+    ]
     assert ("reward/mean", steps[0]) in live_points and ("reward/mean", steps[-1]) in live_points
     statuses = [m["run"]["status"] for m in messages if m["type"] == "run.status"]
     assert statuses[-1] == "SUCCEEDED"

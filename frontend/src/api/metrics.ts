@@ -4,7 +4,7 @@
  * that merge live websocket points into them.
  */
 import { parseWireFloat, parseWireFloats } from "./nonfinite";
-import type { MetricPointWire, MetricSeriesWire } from "./types";
+import type { LiveSeriesWire, MetricSeriesWire } from "./types";
 
 export interface Series {
   key: string;
@@ -39,8 +39,13 @@ export function seriesFromWire(wire: MetricSeriesWire): Series {
   };
 }
 
-export function livePointFromWire(point: MetricPointWire): LivePoint {
-  return { key: point.key, step: point.step, value: parseWireFloat(point.value) };
+/** The points of a live `metrics.points` message (columns per key), one by one. */
+export function livePointsFromWire(series: readonly LiveSeriesWire[]): LivePoint[] {
+  const points: LivePoint[] = [];
+  for (const { key, steps, values } of series) {
+    steps.forEach((step, i) => points.push({ key, step, value: parseWireFloat(values[i]) }));
+  }
+  return points;
 }
 
 export function emptySeries(key: string): Series {

@@ -247,13 +247,6 @@ export interface MetricsResponse {
   series: MetricSeriesWire[];
 }
 
-export interface MetricPointWire {
-  key: string;
-  step: number;
-  value: WireFloat;
-  time?: string;
-}
-
 // ---------------------------------------------------------------- websocket
 
 /**
@@ -272,10 +265,17 @@ export interface WsRunStatus {
   seq?: number;
 }
 
+/** One key's new (or changed) points of an ingest batch, as columns. */
+export interface LiveSeriesWire {
+  key: string;
+  steps: number[];
+  values: WireFloat[];
+}
+
 export interface WsMetricsPoints {
   type: "metrics.points";
   run_id: number;
-  points: MetricPointWire[];
+  series: LiveSeriesWire[];
   seq?: number;
 }
 

@@ -63,9 +63,9 @@ describe("applyRunMessage", () => {
     applyRunMessage(qc, runId, {
       type: "metrics.points",
       run_id: runId,
-      points: [
-        { key: "reward/mean", step: 2, value: 0.2 },
-        { key: "policy/loss", step: 2, value: "NaN" },
+      series: [
+        { key: "reward/mean", steps: [2], values: [0.2] },
+        { key: "policy/loss", steps: [2], values: ["NaN"] },
       ],
     });
 
@@ -82,14 +82,14 @@ describe("applyRunMessage", () => {
   it("ignores points of another run", () => {
     const qc = client();
     qc.setQueryData<SeriesByKey>(queryKeys.metricSeries(1), {});
-    applyRunMessage(qc, 1, { type: "metrics.points", run_id: 2, points: [{ key: "k", step: 1, value: 1 }] });
+    applyRunMessage(qc, 1, { type: "metrics.points", run_id: 2, series: [{ key: "k", steps: [1], values: [1] }] });
     expect(qc.getQueryData(queryKeys.metricSeries(1))).toEqual({});
   });
 
   it("buffers points that arrive before the first fetch lands", () => {
     const qc = client();
     const runId = 102;
-    applyRunMessage(qc, runId, { type: "metrics.points", run_id: runId, points: [{ key: "k", step: 7, value: 1 }] }, 5);
+    applyRunMessage(qc, runId, { type: "metrics.points", run_id: runId, series: [{ key: "k", steps: [7], values: [1] }] }, 5);
     expect(qc.getQueryData(queryKeys.metricSeries(runId))).toBeUndefined();
     expect(liveBufferFor(runId).since(5)).toEqual([{ key: "k", step: 7, value: 1 }]);
   });
@@ -131,7 +131,7 @@ describe("applyRunMessage", () => {
 });
 
 describe("SeqTracker", () => {
-  const points = (seq: number) => ({ type: "metrics.points" as const, run_id: 1, points: [], seq });
+  const points = (seq: number) => ({ type: "metrics.points" as const, run_id: 1, series: [], seq });
 
   it("starts from the snapshot's seq and sees no gap in a consecutive stream", () => {
     const tracker = new SeqTracker();
@@ -150,7 +150,7 @@ describe("SeqTracker", () => {
   it("ignores messages without a seq and the resync message itself", () => {
     const tracker = new SeqTracker();
     expect(tracker.missed({ type: "resync" })).toBe(false);
-    expect(tracker.missed({ type: "metrics.points", run_id: 1, points: [] })).toBe(false);
+    expect(tracker.missed({ type: "metrics.points", run_id: 1, series: [] })).toBe(false);
     expect(tracker.missed(points(3))).toBe(false);
     expect(tracker.missed(points(4))).toBe(false);
   });

@@ -6,7 +6,7 @@
 import type { QueryClient } from "@tanstack/react-query";
 
 import { MAX_POINTS } from "../../api/hooks";
-import { groupPointsByKey, liveBufferFor, livePointFromWire, mergeIntoAll, type LivePoint, type SeriesByKey } from "../../api/metrics";
+import { groupPointsByKey, liveBufferFor, livePointsFromWire, mergeIntoAll, type LivePoint, type SeriesByKey } from "../../api/metrics";
 import { queryKeys } from "../../api/queryKeys";
 import type {
   MetricKeyInfo,
@@ -146,8 +146,9 @@ export function applyRunMessage(
       if (message.run.id === runId) patchRunSummary(queryClient, message.run);
       return;
     case "metrics.points": {
-      if (message.run_id !== runId || message.points.length === 0) return;
-      const points = message.points.map(livePointFromWire);
+      if (message.run_id !== runId) return;
+      const points = livePointsFromWire(message.series);
+      if (points.length === 0) return;
       liveBufferFor(runId).record(points, now);
       // Until the first fetch lands there is nothing to patch (the updater
       // returns undefined, which leaves the cache alone); the buffer covers it.
