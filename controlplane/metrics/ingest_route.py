@@ -39,8 +39,8 @@ Scope = dict[str, Any]
 Answer = tuple[int, dict[str, Any], list[tuple[bytes, bytes]]]
 
 
-def claims(scope: Scope) -> int | None:
-    """The run id when this route serves the request, else None (Django does)."""
+def claims(scope: Scope) -> tuple[int, dict[bytes, bytes]] | None:
+    """The run id and the headers when this route serves the request, else None (Django does)."""
     if scope["type"] != "http" or scope["method"] != "POST":
         return None
     match = PATH.fullmatch(scope["path"])
@@ -50,12 +50,12 @@ def claims(scope: Scope) -> int | None:
     media_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
     if media_type != _JSON or not is_bearer(headers.get(b"authorization", b"")):
         return None
-    return int(match[1])
+    return int(match[1]), headers
 
 
 def _error(exc: exceptions.APIException) -> Answer:
     headers = []
-    if isinstance(exc, (exceptions.AuthenticationFailed, exceptions.NotAuthenticated)):
+    if isinstance(exc, exceptions.AuthenticationFailed):
         headers.append((b"www-authenticate", WWW_AUTHENTICATE.encode()))
     wait = getattr(exc, "wait", None)
     if wait:
@@ -90,11 +90,11 @@ class IngestRoute:
             self.security_headers.append((b"referrer-policy", str(settings.SECURE_REFERRER_POLICY).encode()))
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        run_id = claims(scope)
-        if run_id is None:
+        claimed = claims(scope)
+        if claimed is None:
             await self.app(scope, receive, send)
             return
-        answer = await self._answer(scope, receive, run_id)
+        answer = await self._answer(*claimed, receive)
         if answer is None:
             return
         status, payload, headers = answer
@@ -113,23 +113,22 @@ class IngestRoute:
         )
         await send({"type": "http.response.body", "body": content})
 
-    async def _answer(self, scope: Scope, receive: Any, run_id: int) -> Answer | None:
+    async def _answer(self, run_id: int, headers: dict[bytes, bytes], receive: Any) -> Answer | None:
         try:
-            body = await self._read(scope, receive)
+            body = await self._read(headers, receive)
         except ApiError as exc:
             return _error(exc)
         if body is None:
             return None  # the client went away
-        authorization = dict(scope["headers"])[b"authorization"]
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, handle, run_id, authorization, len(body), body)
+        return await loop.run_in_executor(self.pool, handle, run_id, headers[b"authorization"], len(body), body)
 
     @staticmethod
-    async def _read(scope: Scope, receive: Any) -> bytes | None:
+    async def _read(headers: dict[bytes, bytes], receive: Any) -> bytes | None:
         """The body, refused (413) before a byte of it is read when the declared length is over
         the limit, and as soon as what arrives is (a chunked body declares none)."""
         try:
-            check_body_size(int(dict(scope["headers"]).get(b"content-length", b"0")))
+            check_body_size(int(headers.get(b"content-length", b"0")))
         except ValueError:
             raise ApiError("Content-Length must be a number of bytes.", code="parse_error") from None
         chunks = []

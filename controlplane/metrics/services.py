@@ -341,8 +341,9 @@ def _points_event(run_id: int, points: PointBatch | list[tuple[str, int, float]]
     if len(names) == 1:
         columns = [(names[0], steps, values)]
     else:
-        order = np.argsort(np.asarray(key_index, dtype=np.intp), kind="stable")
-        bounds = np.searchsorted(np.asarray(key_index, dtype=np.intp)[order], np.arange(len(names) + 1))
+        keys = np.asarray(key_index, dtype=np.intp)
+        order = np.argsort(keys, kind="stable")
+        bounds = np.searchsorted(keys[order], np.arange(len(names) + 1))
         step_array, value_array = np.asarray(steps, dtype=np.int64)[order], np.asarray(values, dtype=np.float64)[order]
         columns = [
             (name, step_array[lo:hi].tolist(), value_array[lo:hi].tolist())
