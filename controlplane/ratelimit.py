@@ -27,8 +27,12 @@ def bucket(user: Any, auth: Any) -> str:
 
     if auth is None:
         return f"user:{user.pk}"
-    kind = "run" if isinstance(auth, RunToken) else "tok"
-    return f"{kind}:{auth.pk}"
+    return token_bucket("run" if isinstance(auth, RunToken) else "tok", auth.pk)
+
+
+def token_bucket(kind: str, token_id: int) -> str:
+    """The bucket of a token: `kind` is "tok" for a user token, "run" for a run token."""
+    return f"{kind}:{token_id}"
 
 
 def check(bucket: str, per_second: float) -> float | None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -127,11 +127,34 @@ def parse_json(body: bytes) -> Any:
 
 def ingest_batch(run_id: int, user: Any, auth: Any, length: int, body: Callable[[], Any]) -> int:
     """POST /runs/{id}/metrics once the caller is authenticated (and a run token confined to
-    its run): the size and rate limits, the run's state, then the batch (`body()`, parsed JSON)
-    validated and stored. Returns the points accepted. Shared by MetricsView and the ASGI route
-    that serves bearer-token batches without DRF (controlplane.metrics.ingest_route)."""
+    its run), as MetricsView serves it: see ingest_checked."""
+
+    def state() -> RunState | None:
+        # A run token proved its run already (check_run_scope compared the id; the token's
+        # lookup loaded the row). Otherwise only the columns needed here, not the run with its
+        # config, project and team.
+        if isinstance(auth, RunToken):
+            return auth.run.status, auth.run.finished_at
+        if run_id > services.MAX_STEP:  # a bigint: anything larger names no run
+            return None
+        found: RunState | None = runs_visible_to(user).filter(id=run_id).values_list("status", "finished_at").first()
+        return found
+
+    return ingest_checked(run_id, ratelimit.bucket(user, auth), state, length, body)
+
+
+RunState = tuple[str, datetime | None]
+
+
+def ingest_checked(
+    run_id: int, bucket: str, state: Callable[[], RunState | None], length: int, body: Callable[[], Any]
+) -> int:
+    """The size and rate limits (`bucket`), the run's state (`state()`: (status, finished_at),
+    None when the caller may not see the run), then the batch (`body()`, parsed JSON) validated
+    and stored. Returns the points accepted. Shared by MetricsView and the ASGI route that
+    serves bearer-token batches without DRF (controlplane.metrics.ingest_route)."""
     check_body_size(length)
-    wait = ratelimit.check(ratelimit.bucket(user, auth), settings.METRICS_RATE_LIMIT_RPS)
+    wait = ratelimit.check(bucket, settings.METRICS_RATE_LIMIT_RPS)
     if wait is not None:
         raise ApiError(
             f"Too many requests; retry in {wait:.2f} s.",
@@ -139,19 +162,10 @@ def ingest_batch(run_id: int, user: Any, auth: Any, length: int, body: Callable[
             status_code=429,
             retry_after=max(1, math.ceil(wait)),
         )
-    # A run token proved its run already (check_run_scope compared the id; the token's lookup
-    # loaded the row): no second visibility query on the reporter's hot path. Otherwise only
-    # the columns needed here, not the run with its config, project and team.
-    if isinstance(auth, RunToken):
-        state = (auth.run.status, auth.run.finished_at)
-    else:
-        found = None
-        if run_id <= services.MAX_STEP:  # a bigint: anything larger names no run
-            found = runs_visible_to(user).filter(id=run_id).values_list("status", "finished_at").first()
-        if found is None:
-            raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
-        state = found
-    run_status, finished_at = state
+    found = state()
+    if found is None:
+        raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
+    run_status, finished_at = found
     if run_status in TERMINAL and finished_at is not None:
         grace = timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
         if timezone.now() - finished_at > grace:

@@ -5,9 +5,10 @@ it is the hottest request the control plane serves. Through Django and DRF (the 
 and copied, the middleware, content negotiation, a new thread per request) a 5,000-point batch
 cost about as much web-process CPU again as validating and storing it (benchmarks/ingest.py).
 Requests on this route with `Authorization: Bearer` and a JSON body skip all that: the same
-authentication (authenticate_bearer), the same run-token scope, the same limits, checks,
-validation and storage (controlplane.metrics.api.ingest_batch), the same answers and error
-bodies. Anything else (a session cookie, another content type) goes on to Django.
+authentication, run-token scope and run lookup, in one statement instead of three ORM queries
+(controlplane.teams.auth.run_access), the same limits, checks, validation and storage
+(controlplane.metrics.api.ingest_checked), the same answers and error bodies. Anything else
+(a session cookie, another content type) goes on to Django.
 
 The work runs on a small pool of long-lived threads, each handing its database connection
 back to the pool after every request, as Django does at request end.
@@ -27,8 +28,8 @@ from django.db import close_old_connections
 from rest_framework import exceptions
 
 from controlplane.api import ApiError, error_body
-from controlplane.metrics.api import check_body_size, ingest_batch, parse_json
-from controlplane.teams.auth import WWW_AUTHENTICATE, authenticate_bearer, check_run_scope, is_bearer
+from controlplane.metrics.api import check_body_size, ingest_checked, parse_json
+from controlplane.teams.auth import WWW_AUTHENTICATE, is_bearer, run_access
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +68,9 @@ def handle(run_id: int, authorization: bytes, length: int, body: bytes) -> Answe
     """The request as MetricsView would answer it (run on a worker thread)."""
     close_old_connections()
     try:
-        user, token = authenticate_bearer(authorization)
-        check_run_scope(token, run_id)
-        return 200, {"accepted": ingest_batch(run_id, user, token, length, lambda: parse_json(body))}, []
+        access = run_access(authorization, run_id)
+        accepted = ingest_checked(run_id, access.bucket, lambda: access.run, length, lambda: parse_json(body))
+        return 200, {"accepted": accepted}, []
     except exceptions.APIException as exc:
         return _error(exc)
     except Exception:

@@ -7,11 +7,15 @@ class so a new view is closed to run tokens unless it opts in.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 from rest_framework import exceptions
@@ -19,12 +23,18 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from controlplane.runs.models import TERMINAL, RunToken
-from controlplane.teams.models import ApiToken
+from controlplane import ratelimit
+from controlplane.runs.models import TERMINAL, Run, RunToken
+from controlplane.teams.models import ApiToken, Membership, Project
 from controlplane.teams.tokens import RUN_TOKEN_PREFIX, USER_TOKEN_PREFIX, digest
 
 if TYPE_CHECKING:  # rest_framework.views imports this module through the settings
     from rest_framework.views import APIView
+
+
+# A user token is touched at most once a minute: a hot ingest loop must not write its row on
+# every request.
+TOUCH_EVERY = timedelta(minutes=1)
 
 
 def resolve_bearer(secret: str) -> tuple[AbstractBaseUser, ApiToken | RunToken] | None:
@@ -38,9 +48,7 @@ def resolve_bearer(secret: str) -> tuple[AbstractBaseUser, ApiToken | RunToken] 
         )
         if api_token is None:
             return None
-        # Touch at most once a minute: a hot ingest loop must not write this row every request.
-        if api_token.last_used_at is None or now - api_token.last_used_at > timedelta(minutes=1):
-            ApiToken.objects.filter(pk=api_token.pk).update(last_used_at=now)
+        _touch(api_token.pk, api_token.last_used_at, now)
         return api_token.user, api_token
     if secret.startswith(RUN_TOKEN_PREFIX):
         grace = timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
@@ -54,6 +62,11 @@ def resolve_bearer(secret: str) -> tuple[AbstractBaseUser, ApiToken | RunToken] 
             return None
         return run_token.run.created_by, run_token
     return None
+
+
+def _touch(token_id: int, last_used_at: datetime | None, now: datetime) -> None:
+    if last_used_at is None or now - last_used_at > TOUCH_EVERY:
+        ApiToken.objects.filter(pk=token_id).update(last_used_at=now)
 
 
 WWW_AUTHENTICATE = 'Bearer realm="barrel"'
@@ -104,3 +117,78 @@ class RunTokenScope(BasePermission):
             return False
         check_run_scope(request.auth, view.kwargs.get("run_id"))
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class RunAccess:
+    """What a bearer token may do to one run: the rate-limit bucket it draws on, and the run's
+    (status, finished_at) when its user may see the run (None: as if it did not exist)."""
+
+    bucket: str
+    run: tuple[str, datetime | None] | None
+
+
+# resolve_bearer, check_run_scope and runs_visible_to(user).filter(id=run) in one statement
+# each, for the hottest request there is (metric batches, controlplane.metrics.ingest_route):
+# through the ORM they cost three planned queries and about 3 ms a request. The ingest route's
+# tests hold its answers equal to those of the ORM path, case by case.
+_USER_ACCESS = """
+SELECT t.id, t.last_used_at, r.status, r.finished_at
+FROM {token} t JOIN {user} u ON u.id = t.user_id
+LEFT JOIN {run} r ON r.id = %(run)s AND EXISTS (
+    SELECT FROM {project} p JOIN {membership} m ON m.team_id = p.team_id
+    WHERE p.id = r.project_id AND m.user_id = t.user_id)
+WHERE t.digest = %(digest)s AND t.revoked_at IS NULL AND u.is_active
+"""
+_RUN_ACCESS = """
+SELECT t.id, t.run_id, r.status, r.finished_at
+FROM {run_token} t JOIN {run} r ON r.id = t.run_id
+WHERE t.digest = %(digest)s AND t.revoked_at IS NULL
+  AND (NOT (r.status = ANY(%(terminal)s)) OR r.finished_at >= %(since)s)
+"""
+_MAX_ID = 2**63 - 1
+
+
+@cache
+def _sql(template: str) -> str:
+    return template.format(
+        **{
+            "token": ApiToken._meta.db_table,
+            "user": get_user_model()._meta.db_table,
+            "run": Run._meta.db_table,
+            "project": Project._meta.db_table,
+            "membership": Membership._meta.db_table,
+            "run_token": RunToken._meta.db_table,
+        }
+    )
+
+
+def run_access(header: bytes, run_id: int) -> RunAccess:
+    """authenticate_bearer, check_run_scope and the run lookup of a request on `run_id`, in one
+    round trip: AuthenticationFailed or NotFound as they would raise, else the access."""
+    parts = header.split()
+    if len(parts) != 2:
+        raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
+    secret = parts[1].decode("latin-1")
+    now = timezone.now()
+    params: dict[str, Any] = {"digest": digest(secret), "run": min(run_id, _MAX_ID)}
+    with connection.cursor() as cur:
+        if secret.startswith(USER_TOKEN_PREFIX):
+            cur.execute(_sql(_USER_ACCESS), params)
+            row = cur.fetchone()
+            if row is not None:
+                token_id, last_used_at, status, finished_at = row
+                _touch(token_id, last_used_at, now)
+                run = None if status is None or run_id > _MAX_ID else (status, finished_at)
+                return RunAccess(ratelimit.token_bucket("tok", token_id), run)
+        elif secret.startswith(RUN_TOKEN_PREFIX):
+            since = now - timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
+            params.update(terminal=sorted(status.value for status in TERMINAL), since=since)
+            cur.execute(_sql(_RUN_ACCESS), params)
+            row = cur.fetchone()
+            if row is not None:
+                token_id, token_run, status, finished_at = row
+                if token_run != run_id:
+                    raise exceptions.NotFound("Run not found.")  # as check_run_scope
+                return RunAccess(ratelimit.token_bucket("run", token_id), (status, finished_at))
+    raise exceptions.AuthenticationFailed("Invalid, revoked or expired token.")

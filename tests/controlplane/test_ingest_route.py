@@ -4,18 +4,22 @@ the same statuses, bodies and headers, for good batches and for every kind of ba
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from controlplane.asgi import application
 from controlplane.metrics import ingest_route
 from controlplane.metrics.models import MetricPoint
-from controlplane.runs.models import Run, RunStatus
+from controlplane.runs.models import Run, RunStatus, RunToken
 from controlplane.runs.services import transition
+from controlplane.teams.models import ApiToken
+from controlplane.teams.tokens import digest
 from tests.conftest import Persona, run_token_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -123,6 +127,47 @@ def test_tokens_runs_and_states_are_checked_alike(
     status, error, _ = both(path, points(1), owner.token)
     assert status == 409 and error["error"] == "run_finished"
     assert len(served) == 6
+
+
+def test_revoked_expired_and_inactive_credentials_are_refused_alike(
+    run: Run, owner: Persona, teammate: Persona, settings: Any, served: list[int]
+) -> None:
+    """The route resolves tokens in SQL of its own (teams.auth.run_access): every way a token
+    stops being good must end it there as it does through the ORM."""
+    path = f"/api/v1/runs/{run.id}/metrics"
+    refused = (401, {"error": "authentication_failed", "message": "Invalid, revoked or expired token."})
+    assert both(path, points(1), "sk-not-ours")[:2] == refused  # neither prefix
+    assert both(path, points(1), teammate.token)[0] == 200  # a member, not the run's creator
+    ApiToken.objects.filter(user=teammate.user).update(revoked_at=timezone.now())
+    assert both(path, points(1, start=1), teammate.token)[:2] == refused
+    owner.user.is_active = False
+    owner.user.save()
+    assert both(path, points(1, start=2), owner.token)[:2] == refused
+    owner.user.is_active = True
+    owner.user.save()
+    revoked = run_token_for(run)
+    RunToken.objects.filter(digest=digest(revoked)).update(revoked_at=timezone.now())
+    assert both(path, points(1, start=3), revoked)[:2] == refused
+    # A run token outlives its run by the grace period, and no longer.
+    token = run_token_for(run)
+    transition(run.attempts.get().id, [RunStatus.QUEUED], RunStatus.CANCELLED)
+    settings.METRICS_FINISHED_GRACE_S = 3600
+    assert both(path, points(1, start=4), token) == (200, {"accepted": 1}, {})
+    settings.METRICS_FINISHED_GRACE_S = 0
+    assert both(path, points(1, start=5), token)[:2] == refused
+    assert len(served) == 7
+    assert MetricPoint.objects.count() == 2
+
+
+def test_a_user_token_is_touched_at_most_once_a_minute(run: Run, owner: Persona) -> None:
+    path = f"/api/v1/runs/{run.id}/metrics"
+    stale = timezone.now() - timedelta(minutes=5)
+    ApiToken.objects.filter(user=owner.user).update(last_used_at=stale)
+    assert via_asgi(path, orjson.dumps(points(1)), {"authorization": f"Bearer {owner.token}"})[0] == 200
+    touched = ApiToken.objects.get(user=owner.user).last_used_at
+    assert touched is not None and touched > stale
+    assert via_asgi(path, orjson.dumps(points(1, start=1)), {"authorization": f"Bearer {owner.token}"})[0] == 200
+    assert ApiToken.objects.get(user=owner.user).last_used_at == touched
 
 
 def test_the_rate_limit_answers_429_with_retry_after(run: Run, settings: Any) -> None:
