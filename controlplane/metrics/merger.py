@@ -1,8 +1,12 @@
 """Rolling appended points up, off the request path.
 
-An append commits its points and summaries only (controlplane.metrics.storage); its series are
-handed to this process' merger thread, which waits METRICS_ROLLUP_DELAY_S so that the batches
-landing meanwhile are rolled up together, then merges every pending series in one transaction.
+An append commits its points and summaries only (controlplane.metrics.storage); its series, and
+the points it added to each (as the numpy arrays it stored), are handed to this process' merger
+thread, which waits METRICS_ROLLUP_DELAY_S so that the batches landing meanwhile are rolled up
+together, then merges every pending series in one transaction. Points it holds are aggregated
+here (controlplane.metrics.storage.merge_appended), which costs PostgreSQL only the writing of
+the rows; points it does not hold (appended by another process, or when it held too many) are
+read back and aggregated in SQL (merge_pending).
 Reads stay exact throughout: they combine rollups up to each series' rolled_step with the raw
 points above it, so a merge that is late costs read time, never a wrong answer.
 
@@ -30,12 +34,25 @@ logger = logging.getLogger(__name__)
 
 # Series merged per transaction: bounds how long one merge holds rows locked.
 CHUNK = 500
+# Appended points a merger holds at most (16 bytes each, and a chunk's own objects weigh about
+# as much as 16 more): past this, appends hand over only their series, whose points are then
+# read back in SQL. A round normally holds what a quarter of a second brought.
+MAX_HELD_POINTS = 4_000_000
+CHUNK_WEIGHT = 16
 
 
-def roll_up(ids: Iterable[int] | None = None) -> tuple[int, list[int]]:
+def _weight(chunks: Iterable[storage.Chunk]) -> int:
+    return sum(len(c.steps) + CHUNK_WEIGHT for c in chunks)
+
+
+Held = dict[int, list[storage.Chunk]]
+
+
+def roll_up(ids: Iterable[int] | None = None, held: Held | None = None) -> tuple[int, list[int]]:
     """Roll up the pending points of these series (when None: of every run that is going or
-    ended in the last day), a chunk per transaction. Returns (series merged, ids skipped
-    because their rollups were busy)."""
+    ended in the last day), a chunk per transaction, from the points `held` for them where it
+    can. Returns (series merged, ids skipped because their rollups were busy)."""
+    held = held or {}
     merged = 0
     busy: list[int] = []
     with connection.cursor() as cur:
@@ -44,8 +61,14 @@ def roll_up(ids: Iterable[int] | None = None) -> tuple[int, list[int]]:
         chunk = todo[start : start + CHUNK]
         with transaction.atomic(), connection.cursor() as cur:
             locked = storage.try_lock_rollups(cur, chunk)
-            # A new statement: it sees whatever the lock's last holder committed.
-            storage.merge_pending(cur, locked)
+            # New statements: they see whatever the lock's last holder committed.
+            mine = {i: held[i] for i in locked if held.get(i)}
+            rest = storage.merge_appended(cur, mine)[1] if mine else []
+            # Points above the marks of series held here are appends whose points are on their
+            # way to this merger: they wait for them, unless some do not chain (`rest`).
+            left = sorted({i for i in locked if i not in mine}.union(rest))
+            if left:
+                storage.merge_pending(cur, left)
         merged += len(locked)
         busy += sorted(set(chunk) - set(locked))
     observability.ROLLED_UP.inc(merged)
@@ -67,16 +90,45 @@ def recent_pending(cur: CursorWrapper) -> list[int]:
 class _Merger:
     def __init__(self) -> None:
         self._pending: set[int] = set()
+        self._held: Held = {}
+        self._held_points = 0
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def schedule(self, ids: Iterable[int]) -> None:
+    def schedule(self, ids: Iterable[int], chunks: dict[int, storage.Chunk] | None = None) -> None:
+        """Roll these series up soon; `chunks` are the points an append added to them. A series
+        scheduled without its points (or past MAX_HELD_POINTS) drops those held for it: its
+        rollups are then made from the points read back."""
+        chunks = chunks or {}
+        with self._cond:
+            if self._held_points + _weight(chunks.values()) > MAX_HELD_POINTS:
+                chunks = {}
+            for sid in ids:
+                self._pending.add(sid)
+                if sid in chunks:
+                    self._hold(sid, [chunks[sid]])
+                else:
+                    self._held_points -= _weight(self._held.pop(sid, ()))
+            self._wake()
+
+    def _requeue(self, ids: list[int], held: Held) -> None:
+        """Try these series again next round, with the points held for them."""
         with self._cond:
             self._pending.update(ids)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="barrel-rollups", daemon=True)
-                self._thread.start()
-            self._cond.notify()
+            for sid in ids:
+                if held.get(sid):
+                    self._hold(sid, held[sid])
+            self._wake()
+
+    def _hold(self, sid: int, chunks: list[storage.Chunk]) -> None:
+        self._held.setdefault(sid, []).extend(chunks)
+        self._held_points += _weight(chunks)
+
+    def _wake(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._loop, name="barrel-rollups", daemon=True)
+            self._thread.start()
+        self._cond.notify()
 
     def _loop(self) -> None:
         while True:
@@ -87,8 +139,9 @@ class _Merger:
             time.sleep(settings.METRICS_ROLLUP_DELAY_S)
             with self._cond:
                 ids, self._pending = self._pending, set()
+                held, self._held, self._held_points = self._held, {}, 0
             try:
-                _, busy = roll_up(ids)
+                _, busy = roll_up(ids, held)
             except Exception:
                 # The points are stored and reads stay exact; the sweeper retries what is left.
                 logger.exception("rolling up %d series failed; the sweeper will retry", len(ids))
@@ -97,12 +150,13 @@ class _Merger:
             finally:
                 connection.close()  # back to the pool until the next round
             if busy:
-                self.schedule(busy)
+                self._requeue(busy, held)
 
 
 _merger = _Merger()
 
 
-def schedule(ids: Iterable[int]) -> None:
-    """Have these series rolled up soon, by this process' merger thread."""
-    _merger.schedule(ids)
+def schedule(ids: Iterable[int], chunks: dict[int, storage.Chunk] | None = None) -> None:
+    """Have these series rolled up soon, by this process' merger thread, from the points an
+    append added to them (`chunks`) where it has them."""
+    _merger.schedule(ids, chunks)

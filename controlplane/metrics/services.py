@@ -378,7 +378,7 @@ def _store(run_id: int, batch: PointBatch) -> int:
         append = storage.as_append(states=states, key_index=batch.key_index, steps=batch.steps, values=batch.values)
         if append is not None:
             storage.append(cur, points, append)
-            transaction.on_commit(partial(merger.schedule, append.ids))
+            transaction.on_commit(partial(merger.schedule, append.ids, append.chunks))
             changed = len(batch)
             event = partial(_points_event, run_id, batch)
         else:

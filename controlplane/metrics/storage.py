@@ -37,6 +37,8 @@ import numpy as np
 from django.db import IntegrityError, transaction
 from django.db.backends.utils import CursorWrapper
 
+from controlplane.metrics import aggregate
+from controlplane.metrics.aggregate import Buckets
 from controlplane.metrics.rollups import SHIFT, levels_for
 
 STAGE = "_metrics_stage"
@@ -87,15 +89,30 @@ def lock_series(cur: CursorWrapper, *, run_id: int, names: list[str]) -> dict[st
 
 
 @dataclass(frozen=True, slots=True)
+class Chunk:
+    """The points one append added to one series, sorted by step: every point the series has
+    above `prev` (its last step before, None when it had none) and up to steps[-1]."""
+
+    prev: int | None
+    steps: np.ndarray
+    values: np.ndarray
+
+    @property
+    def last(self) -> int:
+        return int(self.steps[-1])
+
+
+@dataclass(frozen=True, slots=True)
 class Append:
     """An append, summarised per series (ids ascending): how many points, the first and last
-    step, and the value at the last step."""
+    step, the value at the last step, and each series' points (for its rollups)."""
 
     ids: list[int]
     counts: list[int]
     first: list[int]
     last: list[int]
     last_value: list[float]
+    chunks: dict[int, Chunk]
 
 
 def as_append(
@@ -118,12 +135,19 @@ def as_append(
     ids = np.array([st.id for st in states], dtype=np.int64)[ks[starts]]
     by_id = np.argsort(ids)
     starts, ends = starts[by_id], ends[by_id]
+    vs = np.asarray(values, dtype=np.float64)[order]
+    prev = {st.id: st.last_step for st in states}
+    ids_list = ids[by_id].tolist()
     return Append(
-        ids=ids[by_id].tolist(),
+        ids=ids_list,
         counts=(ends - starts + 1).tolist(),
         first=ss[starts].tolist(),
         last=ss[ends].tolist(),
-        last_value=np.asarray(values, dtype=np.float64)[order[ends]].tolist(),
+        last_value=vs[ends].tolist(),
+        chunks={
+            sid: Chunk(prev[sid], ss[a : b + 1], vs[a : b + 1])
+            for sid, a, b in zip(ids_list, starts.tolist(), ends.tolist(), strict=True)
+        },
     )
 
 
@@ -264,6 +288,123 @@ def merge_pending(cur: CursorWrapper, ids: list[int]) -> dict[int, Mark]:
     return {**old, **new}
 
 
+# Rollup rows computed in numpy (controlplane.metrics.aggregate), on their way in: sums travel
+# as text, the shortest exact decimal, and become numeric in the merge.
+ROLLUP_STAGE = "_metrics_rollup_stage"
+_ROLLUP_SETUP = f"""
+SET LOCAL client_min_messages = warning;
+CREATE TEMP TABLE IF NOT EXISTS {ROLLUP_STAGE} (
+    series_id int8, level int2, bucket int8, count int8, min float8, max float8, last_step int8,
+    last_value float8, fresh bool, sum text) ON COMMIT DELETE ROWS;
+DELETE FROM {ROLLUP_STAGE};
+"""
+_ROLLUP_ROW = np.dtype(
+    [("fields", ">i2"), ("sid_len", ">i4"), ("sid", ">i8"), ("level_len", ">i4"), ("level", ">i2"),
+     ("bucket_len", ">i4"), ("bucket", ">i8"), ("count_len", ">i4"), ("count", ">i8"),
+     ("min_len", ">i4"), ("min", ">f8"), ("max_len", ">i4"), ("max", ">f8"),
+     ("last_step_len", ">i4"), ("last_step", ">i8"), ("last_value_len", ">i4"), ("last_value", ">f8"),
+     ("fresh_len", ">i4"), ("fresh", "u1")]
+)  # fmt: skip
+
+
+def _copy_buckets(cur: CursorWrapper, levels: list[Buckets], old_last: np.ndarray) -> None:
+    """One binary COPY of these buckets into ROLLUP_STAGE: the fixed-width columns built in
+    numpy, the sums appended row by row. `old_last[i]`: the mark of buckets' series i (-1: none),
+    below which buckets may exist already."""
+    fixed = np.empty(sum(map(len, levels)), dtype=_ROLLUP_ROW)
+    names = _ROLLUP_ROW.names or ()
+    fixed["fields"] = len(names[2::2]) + 1  # and the sum
+    for length, value in zip(names[1::2], names[2::2], strict=True):
+        fixed[length] = _ROLLUP_ROW[value].itemsize
+    sums: list[bytes] = []
+    at = 0
+    for b in levels:
+        part = fixed[at : at + len(b)]
+        part["sid"], part["level"], part["bucket"], part["count"] = b.series, b.level, b.bucket, b.count
+        part["min"], part["max"], part["last_step"], part["last_value"] = b.min, b.max, b.last_step, b.last_value
+        part["fresh"] = b.bucket > (old_last[at : at + len(b)] >> (SHIFT * b.level))
+        sums += [str(x).encode() for x in b.sum]
+        at += len(b)
+    # Each row: its fixed part, the sum's length, the sum. Laid out with numpy: no per-row bytes.
+    lengths = np.fromiter(map(len, sums), dtype=np.int64, count=len(sums))
+    width = _ROLLUP_ROW.itemsize + 4
+    ends = np.cumsum(lengths + width)
+    starts = ends - lengths - width
+    body = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
+    heads = np.empty(len(sums), dtype=[("row", _ROLLUP_ROW), ("sum_len", ">i4")])
+    heads["row"], heads["sum_len"] = fixed, lengths
+    body[(starts[:, None] + np.arange(width)).ravel()] = np.frombuffer(heads.tobytes(), dtype=np.uint8)
+    text_at = np.repeat(starts + width - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    body[text_at + np.arange(int(lengths.sum()))] = np.frombuffer(b"".join(sums), dtype=np.uint8)
+    with cur.copy(f"COPY {ROLLUP_STAGE} FROM STDIN (FORMAT BINARY)") as copy:
+        copy.write(_COPY_HEADER + body.tobytes() + _COPY_TRAILER)
+
+
+def merge_appended(cur: CursorWrapper, held: dict[int, list[Chunk]]) -> tuple[list[int], list[int]]:
+    """Roll up appended points from the arrays their appends stored (`held`, per series, as
+    controlplane.metrics.merger keeps them), without reading them back or aggregating them in
+    PostgreSQL: every series at once, in numpy (controlplane.metrics.aggregate). The caller holds
+    these series' rollup locks.
+
+    A series' chunks roll up as far as they chain from its mark: the first one starting where
+    the rollups end, each next one where the last ended. Chunks at or below the mark are stale
+    (merge_pending or another process rolled their points up) and are dropped. Returns (series
+    merged, series to leave to merge_pending: a chunk in hand that does not chain, because
+    points between are missing from it: appended by another process, or before this one
+    started)."""
+    ids = sorted(held)
+    old = marks(cur, ids)
+    cur.execute("SELECT id, first_step FROM metrics_metricseries WHERE id = ANY(%s)", [ids])
+    first = {int(i): f for i, f in cur.fetchall()}
+    levels: dict[int, int] = {}
+    merged: dict[int, int] = {}
+    upto: dict[int, int] = {}
+    rest: list[int] = []
+    parts: list[Chunk] = []
+    owners: list[int] = []
+    for sid in ids:
+        at = old[sid].rolled
+        chain: list[Chunk] = []
+        for chunk in sorted(held[sid], key=lambda c: c.last):
+            if at is not None and chunk.last <= at:
+                continue
+            if chunk.prev != at:
+                rest.append(sid)
+                break
+            chain.append(chunk)
+            at = chunk.last
+        if not chain or first.get(sid) is None:
+            continue
+        upto[sid] = chain[-1].last
+        levels[sid] = max(old[sid].levels, levels_for(upto[sid] - first[sid]))
+        # Rollups that held nothing take the chain at every level (it is the whole series);
+        # others merge it into the levels they had, and any new level is built from below.
+        merged[sid] = levels[sid] if old[sid].rolled is None else old[sid].levels
+        parts += chain
+        owners += [sid] * len(chain)
+    if parts:
+        sizes = [len(c.steps) for c in parts]
+        series = np.repeat(np.array(owners, dtype=np.int64), sizes)
+        steps = np.concatenate([c.steps for c in parts])
+        values = np.concatenate([c.values for c in parts])
+        chained = np.array(sorted(merged), dtype=np.int64)
+        top = np.array([merged[i] for i in chained.tolist()], dtype=np.int64)
+        mark = np.array([-1 if old[i].rolled is None else old[i].rolled for i in chained.tolist()], dtype=np.int64)
+        rows = []
+        for b in aggregate.levels(series, steps, values, int(top.max())):
+            b = b.take(top[np.searchsorted(chained, b.series)] >= b.level)
+            if len(b):
+                rows.append(b)
+        if rows:
+            cur.execute(_ROLLUP_SETUP)
+            _copy_buckets(cur, rows, np.concatenate([mark[np.searchsorted(chained, b.series)] for b in rows]))
+            cur.execute(_MERGE_STAGED)
+    if upto:
+        _refresh(cur, touched=None, old=merged, levels=levels, upto=upto)
+        _set_marks(cur, {sid: Mark(levels[sid], upto[sid]) for sid in upto})
+    return sorted(upto), rest
+
+
 def stage(cur: CursorWrapper, points: Points) -> None:
     """Load a batch into STAGE."""
     cur.execute(_SETUP)
@@ -365,14 +506,17 @@ _LEVEL_UP = f"""
     FROM d{{below}} d JOIN lv ON lv.id = d.series_id AND lv.merge >= %s
     GROUP BY d.series_id, d.bucket >> {SHIFT}
 """
-# Buckets past the one that held the series' last step cannot exist yet: those (nearly all of
-# an append) take a plain INSERT, half the cost of the upsert the others need.
 _MERGE = f"""
 WITH lv AS (SELECT * FROM unnest(%s::int8[], %s::int4[], %s::int8[], %s::int8[]) AS lv(id, merge, old_last, upto)),
 {{levels}},
 d AS (SELECT d.*, lv.old_last IS NULL OR d.bucket > lv.old_last >> ({SHIFT} * d.level) AS fresh
       FROM ({{union}}) d JOIN lv ON lv.id = d.series_id),
-plain AS (
+{{rows}}"""
+# Merging buckets `d` of new points into the stored ones: count and sum add, min and max
+# compare, last goes to the later step. Buckets past the one that held the series' last step
+# cannot exist yet (`fresh`): those (nearly all of an append) take a plain INSERT, half the cost
+# of the upsert the others need.
+_MERGE_ROWS = """plain AS (
     INSERT INTO metrics_metricrollup (series_id, level, bucket, count, min, max, sum, last_step, last_value)
     SELECT series_id, level, bucket, count, min, max, sum, last_step, last_value FROM d WHERE fresh
 )
@@ -384,6 +528,13 @@ ON CONFLICT (series_id, level, bucket) DO UPDATE SET
     sum = r.sum + EXCLUDED.sum, last_step = GREATEST(r.last_step, EXCLUDED.last_step),
     last_value = CASE WHEN EXCLUDED.last_step > r.last_step THEN EXCLUDED.last_value ELSE r.last_value END
 """
+
+# The same, of the buckets merge_appended staged.
+_MERGE_STAGED = f"""
+WITH d AS (
+    SELECT series_id, level, bucket, count, min, max, sum::numeric AS sum, last_step, last_value, fresh
+    FROM {ROLLUP_STAGE}),
+{_MERGE_ROWS}"""
 
 
 def _merge_sql(top: int, source: str) -> str:
@@ -397,7 +548,7 @@ def _merge_sql(top: int, source: str) -> str:
     union = union.replace(
         "SELECT * FROM d1", "SELECT d1.* FROM d1 JOIN lv ON lv.id = d1.series_id AND lv.merge >= 1", 1
     )
-    return _MERGE.format(levels=",\n".join(levels), union=union)
+    return _MERGE.format(levels=",\n".join(levels), union=union, rows=_MERGE_ROWS)
 
 
 def merge_new(

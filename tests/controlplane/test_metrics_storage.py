@@ -151,7 +151,7 @@ def test_the_sweeper_rolls_up_what_no_process_did(owner: Persona, run: Run, monk
     from tests.controlplane.test_metrics_api import expected_rollups, stored_rollups
 
     scheduled: list[list[int]] = []
-    monkeypatch.setattr(merger, "schedule", scheduled.append)
+    monkeypatch.setattr(merger, "schedule", lambda ids, chunks=None: scheduled.append(ids))
     points = [{"key": k, "step": s, "value": float(s * (i + 1))} for i, k in enumerate("abc") for s in range(70)]
     assert metrics_ingest(run_id=run.id, points=parse_points({"points": points}, max_points=1000)) == 210
     assert len(scheduled) == 1 and len(scheduled[0]) == 3

@@ -1,0 +1,201 @@
+"""Rollups made from the points appends hand the merger (numpy, controlplane.metrics.aggregate)
+must equal those made in SQL from the points read back, row for row, whatever the values are,
+however the appends chain, and whichever way each round takes."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pytest
+
+from controlplane.metrics import merger
+from controlplane.metrics.aggregate import shortest_decimals
+from controlplane.metrics.models import MetricRollup, MetricSeries
+from controlplane.metrics.services import metrics_ingest, parse_points
+from controlplane.metrics.storage import Chunk
+from controlplane.runs.models import Run
+from tests.controlplane.test_metrics_api import assert_matches, brute_force, read
+from workers.report.encoding import encode_value
+
+pytestmark = pytest.mark.django_db
+
+AWKWARD = [
+    0.1, 0.2, 0.3, -0.0, 0.0, 1e16, 1e-7, 5e-324, 2.2250738585072014e-308, sys.float_info.max,
+    -sys.float_info.max, 123456789012345678.0, 2.0**53 + 2, 1 / 3, 2 / 3, 9007199254740993.0,
+]  # fmt: skip
+
+
+def test_shortest_decimals_are_the_digits_repr_and_postgres_write() -> None:
+    rng = np.random.default_rng(1)
+    scaled = rng.standard_normal(20_000) * 10.0 ** rng.integers(-320, 300, 20_000)
+    values = np.concatenate([scaled, AWKWARD, rng.random(1000)])
+    assert shortest_decimals(values) == [Decimal(repr(v)) for v in values.tolist()]
+    special = shortest_decimals(np.array([1.5, math.nan, math.inf, -math.inf]))
+    assert special[0] == Decimal("1.5") and special[1].is_nan()
+    assert special[2:] == [Decimal("Infinity"), Decimal("-Infinity")]
+    assert shortest_decimals(np.array([], dtype=np.float64)) == []
+
+
+def value(rng: random.Random) -> float:
+    return rng.choice(
+        [
+            rng.gauss(0, 1),
+            rng.gauss(0, 1) * 1e12,
+            rng.random() * 1e-9,
+            rng.choice(AWKWARD),
+            math.nan,
+            math.inf,
+            -math.inf,
+        ]
+    )
+
+
+def rows(series: MetricSeries) -> dict[tuple[int, int], tuple[Any, ...]]:
+    """The stored rollups, NaN made comparable (NaN != NaN, as floats and as decimals)."""
+
+    def same(x: Any) -> Any:
+        return "NaN" if isinstance(x, (float, Decimal)) and x != x else x
+
+    return {
+        (r.level, r.bucket): tuple(map(same, (r.count, r.min, r.max, r.sum, r.last_step, r.last_value)))
+        for r in MetricRollup.objects.filter(series=series)
+    }
+
+
+@pytest.fixture
+def handed(monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any) -> Any:
+    """Appends through metrics_ingest, committed (as far as on_commit goes): returns the chunks
+    each append handed the merger, per series."""
+    got: list[dict[int, Chunk]] = []
+    monkeypatch.setattr(merger, "schedule", lambda ids, chunks=None: got.append(dict(chunks or {})))
+
+    def append(run: Run, points: list[dict[str, Any]]) -> dict[int, Chunk]:
+        got.clear()
+        with django_capture_on_commit_callbacks(execute=True):
+            metrics_ingest(run_id=run.id, points=parse_points({"points": points}, max_points=100_000))
+        assert len(got) == 1
+        return got[0]
+
+    return append
+
+
+@pytest.fixture
+def read_back(monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    """Series whose pending points were rolled up in SQL (storage.merge_pending)."""
+    from controlplane.metrics import storage
+
+    seen: set[int] = set()
+    merge_pending = storage.merge_pending
+
+    def spy(cur: Any, ids: list[int]) -> Any:
+        seen.update(ids)
+        return merge_pending(cur, ids)
+
+    monkeypatch.setattr(storage, "merge_pending", spy)
+    return seen
+
+
+def test_held_points_roll_up_as_sql_does(run: Run, owner: Any, handed: Any, read_back: set[int]) -> None:
+    """Two series with the same points: one rolled up from what its appends handed the merger,
+    one from SQL. Rounds merge several appends at a time, levels appear as the span grows, and
+    values include NaN, ±Infinity, -0.0, subnormals and mixed magnitudes."""
+    rng = random.Random(17)
+    values: dict[int, float] = {}
+    step = 0
+    for round_ in range(12):
+        held: dict[int, list[Chunk]] = {}
+        for _ in range(rng.choice([1, 2, 4])):
+            batch = []
+            for _ in range(rng.choice([1, 5, 60, 700])):
+                step += rng.choice([1, 1, 3, 8, 70, 900])
+                values[step] = value(rng)
+                batch += [{"key": key, "step": step, "value": encode_value(values[step])} for key in ("held", "sql")]
+            for sid, chunk in handed(run, batch).items():
+                held.setdefault(sid, []).append(chunk)
+        by_key = {s.key: s for s in MetricSeries.objects.filter(run=run)}
+        assert merger.roll_up([by_key["held"].id], {by_key["held"].id: held[by_key["held"].id]}) == (1, [])
+        assert merger.roll_up([by_key["sql"].id]) == (1, [])
+        for series in by_key.values():
+            series.refresh_from_db()
+            assert series.mark.rolled_step == step, round_
+        assert by_key["held"].mark.levels == by_key["sql"].mark.levels
+        assert rows(by_key["held"]) == rows(by_key["sql"])
+    assert read_back == {by_key["sql"].id}  # the held series' points were never read back
+    assert by_key["held"].mark.levels >= 4
+    for max_points in (3, 100, 1000):
+        assert_matches(read(owner.client, run, f"keys=held&max_points={max_points}")["held"],
+                       brute_force(values, max_points), len(values))  # fmt: skip
+
+
+def test_chunks_that_do_not_chain_are_left_to_sql(run: Run, handed: Any, read_back: set[int]) -> None:
+    """A chunk missing (appended by another process), chunks already rolled up (stale), and a
+    series with points from before its first chunk: each rolls up from the points read back."""
+    rng = random.Random(4)
+    chunks: list[dict[int, Chunk]] = []
+    values: dict[int, float] = {}
+    for start in range(0, 3000, 500):
+        batch = []
+        for s in range(start, start + 500, rng.choice([1, 3])):
+            values[s] = rng.gauss(0, 1)
+            batch += [{"key": key, "step": s, "value": values[s]} for key in ("a", "b")]
+        chunks.append(handed(run, batch))
+    a, b = (MetricSeries.objects.get(run=run, key=k).id for k in ("a", "b"))
+    # a: chunk 1 of 0..5 missing. 0 chains, 2.. do not: a is left to SQL, which rolls up all.
+    merged, rest = merger.roll_up([a], {a: [chunks[i][a] for i in (0, 2, 3)]})
+    assert merged == 1 and rest == [] and read_back == {a}
+    # b: rolled up in SQL first; its chunks are then stale and change nothing.
+    merger.roll_up([b])
+    before = rows(MetricSeries.objects.get(id=b))
+    assert merger.roll_up([b], {b: [c[b] for c in chunks]}) == (0, [])  # nothing pending
+    assert rows(MetricSeries.objects.get(id=b)) == before == rows(MetricSeries.objects.get(id=a))
+    series = MetricSeries.objects.get(id=a)
+    assert series.mark.rolled_step == max(values)
+
+
+def test_a_merger_round_uses_held_points_for_what_chains_only(run: Run, handed: Any) -> None:
+    """storage.merge_appended itself: what it merged, what it leaves, and the marks it sets."""
+    from django.db import connection, transaction
+
+    from controlplane.metrics import storage
+
+    first = handed(run, [{"key": "c", "step": s, "value": s / 8} for s in range(100)])
+    (sid,) = first
+    second = handed(run, [{"key": "c", "step": s, "value": s / 8} for s in range(100, 200)])
+    third = handed(run, [{"key": "c", "step": s, "value": s / 8} for s in range(200, 300)])
+    with transaction.atomic(), connection.cursor() as cur:
+        assert storage.merge_appended(cur, {sid: [third[sid], first[sid]]}) == ([sid], [sid])
+        assert storage.marks(cur, [sid])[sid].rolled == 99  # first chained; third did not
+        assert storage.merge_appended(cur, {sid: [first[sid], second[sid], third[sid]]}) == ([sid], [])
+        assert storage.marks(cur, [sid])[sid].rolled == 299
+
+
+def test_the_merger_holds_points_within_its_budget_and_drops_what_it_cannot_chain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a merger round receives: every scheduled series, with the chunks held for it; a
+    series scheduled without its points (or past the budget) has none held, so it is read back."""
+    m = merger._Merger()
+    monkeypatch.setattr(m, "_wake", lambda: None)  # no thread: the rounds are not under test
+    monkeypatch.setattr(merger, "MAX_HELD_POINTS", 1000)
+
+    def chunk(prev: int | None, n: int) -> Chunk:
+        start = -1 if prev is None else prev
+        return Chunk(prev, np.arange(start + 1, start + 1 + n, dtype=np.int64), np.zeros(n))
+
+    m.schedule([1, 2], {1: chunk(None, 100), 2: chunk(None, 100)})
+    m.schedule([1], {1: chunk(99, 100)})
+    assert {sid: [c.prev for c in cs] for sid, cs in m._held.items()} == {1: [None, 99], 2: [None]}
+    m.schedule([2])  # an append whose points did not come along: series 2 is read back
+    assert set(m._held) == {1} and m._pending == {1, 2}
+    m.schedule([3], {3: chunk(None, 900)})  # over the budget: held nothing
+    assert set(m._held) == {1} and m._pending == {1, 2, 3}
+    assert m._held_points == 2 * (100 + merger.CHUNK_WEIGHT)
+    held = m._held
+    m._held, m._held_points, m._pending = {}, 0, set()
+    m._requeue([1, 2], held)  # their rollups were busy: tried again with the same points
+    assert m._held == held and m._pending == {1, 2} and m._held_points == 2 * (100 + merger.CHUNK_WEIGHT)
