@@ -172,20 +172,21 @@ def _parse_columns(raw: list[Any], now: int) -> PointBatch | None:
         return None
     try:
         step_array = np.array(steps, dtype=np.int64)
-        value_array = np.array(values, dtype=np.float64)
+        if int in value_types:  # ints too large for a float raise here
+            values = np.array(values, dtype=np.float64).tolist()
         us = {t: now if t is None else _time("", t, {}) for t in distinct_times}
     except (OverflowError, ApiError):
         return None
     if len(step_array) and step_array.min() < 0:
         return None
-    index = {name: i for i, name in enumerate(names)}
-    return PointBatch(
-        names,
-        list(map(index.__getitem__, keys)),
-        steps,
-        values if int not in value_types else value_array.tolist(),
-        list(map(us.__getitem__, times)),
-    )
+    # One key and one time (a reporter's usual batch) need no lookup per point.
+    if len(names) == 1:
+        key_index = [0] * len(keys)
+    else:
+        index = {name: i for i, name in enumerate(names)}
+        key_index = list(map(index.__getitem__, keys))
+    stamps = [us[times[0]]] * len(times) if len(us) == 1 else list(map(us.__getitem__, times))
+    return PointBatch(names, key_index, steps, values, stamps)
 
 
 _BODY_SHAPE = (
@@ -254,7 +255,10 @@ def _parse_one_series(where: str, item: Any, now: int, batch: PointBatch, index:
     if steps_out is None:
         steps_out = [_step(f"{where}.steps[{j}]", v) for j, v in enumerate(steps)]
     values_out: list[float] | None = None
-    if not set(map(type, values)) - _NUMBER_TYPES:
+    value_types = set(map(type, values))
+    if value_types <= {float}:
+        values_out = values
+    elif not value_types - _NUMBER_TYPES:
         try:
             values_out = np.array(values, dtype=np.float64).tolist()
         except OverflowError:
@@ -274,7 +278,7 @@ def _parse_one_series(where: str, item: Any, now: int, batch: PointBatch, index:
             times_out = [now if t is None else _time(f"{where}.times[{j}]", t, cache) for j, t in enumerate(times)]
         else:
             us = {t: now if t is None else _time(f"{where}.times[{times.index(t)}]", t, cache) for t in distinct}
-            times_out = list(map(us.__getitem__, times))
+            times_out = [us[times[0]]] * n if len(us) == 1 else list(map(us.__getitem__, times))
     k = index.get(key)
     if k is None:
         k = index[key] = len(batch.names)
