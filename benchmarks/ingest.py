@@ -1,6 +1,7 @@
 """Metric ingest throughput, side by side in one run on one PostgreSQL:
 
     .venv/bin/python -m benchmarks.ingest [--points 200000] [--batches 5000,20000] [--trials 3] [--mlflow-points 50000]
+        [--rollups-in-sql]
 
 - full HTTP path: JSON (as the reporter sends it, ISO times included; and the same points as
   columns per series, as `barrel import` sends them) over HTTP → uvicorn → DRF
@@ -17,6 +18,9 @@
   with a message when mlflow is not installed (it is not a Barrel dependency:
   `.venv/bin/pip install mlflow psycopg2-binary`).
 
+For one client, the CPU the web process and PostgreSQL spent per point (rollups included) is
+printed too: it is steadier than throughput on a shared machine, and says where the cost sits.
+
 Trials are interleaved because the machine is shared and noisy; medians are printed. A short
 untimed pass through every way comes first: a fresh server opens its pooled connections and
 PostgreSQL plans against empty, unanalysed tables on the first batches, which is not what a
@@ -26,6 +30,7 @@ server that has been up for a minute does.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +39,7 @@ from datetime import UTC, datetime
 import httpx
 import numpy as np
 import orjson
+import psutil
 import psycopg
 
 from benchmarks.common import median, new_run, token, wait_rolled_up
@@ -73,6 +79,30 @@ def http_ingest(
     is acknowledged (stored, committed, readable), and until its rollups are made too."""
     acked, rolled = timed_ingest(url, dsn, tok, run_id, keys, points, batch, columns=columns)
     return points * len(keys) / acked, points * len(keys) / rolled
+
+
+class CpuMeter:
+    """CPU seconds used by the web process and by every PostgreSQL process (its backends and
+    background workers) between two readings: where ingest's cost sits, which wall-clock
+    throughput on a shared 2-core machine hides."""
+
+    def __init__(self, web_pid: int) -> None:
+        self.web = psutil.Process(web_pid)
+
+    @staticmethod
+    def _seconds(proc: psutil.Process) -> float:
+        times = proc.cpu_times()
+        return float(times.user + times.system)
+
+    def read(self) -> tuple[float, float]:
+        postgres = 0.0
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                if (proc.info["cmdline"] or [""])[0].startswith("postgres"):
+                    postgres += self._seconds(proc)
+            except psutil.Error:
+                continue
+        return self._seconds(self.web) + sum(map(self._seconds, self.web.children(recursive=True))), postgres
 
 
 def timed_ingest(
@@ -171,13 +201,21 @@ def main() -> None:
     parser.add_argument("--batches", default="5000,20000", help="HTTP batch sizes, compared side by side")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--mlflow-points", type=int, default=50_000)
+    parser.add_argument(
+        "--rollups-in-sql",
+        action="store_true",
+        help="the server rolls appends up in SQL, from the points read back (the way before numpy)",
+    )
     args = parser.parse_args()
+    if args.rollups_in_sql:
+        os.environ["BARREL_METRICS_ROLLUP_HELD_POINTS"] = "0"  # the stack's processes inherit it
     sizes = [int(b) for b in args.batches.split(",")]
     with stacks() as (stack, mlflow):
         tok = token(stack)
         rid = new_run(stack.url, tok, "bench/ingest")
         dsn = stack.database_url or ""
         rates: dict[str, list[float]] = defaultdict(list)
+        meter = CpuMeter(next(proc.pid for name, proc in stack.procs if name == "web"))
         for size in sizes:
             for way, columns in (("http", False), ("cols", True)):
                 for clients in (1, 2):
@@ -188,7 +226,11 @@ def main() -> None:
             for size in sizes:
                 for way, columns in (("http", False), ("cols", True)):
                     keys = [f"{way}/{size}/{trial}"]
+                    before = meter.read()
                     acked, rolled = timed_ingest(stack.url, dsn, tok, rid, keys, args.points, size, columns=columns)
+                    web, postgres = (b - a for a, b in zip(before, meter.read(), strict=True))
+                    rates[f"{way}_web/{size}"].append(web / args.points * 1e6)
+                    rates[f"{way}_pg/{size}"].append(postgres / args.points * 1e6)
                     rates[f"{way}/{size}"].append(args.points / acked)
                     rates[f"{way}_r/{size}"].append(args.points / rolled)
                     rates[f"{way}_lag/{size}"].append(rolled - acked)
@@ -196,7 +238,9 @@ def main() -> None:
                     acked, rolled = http_ingest(stack.url, dsn, tok, rid, two, args.points // 2, size, columns=columns)
                     rates[f"{way}2/{size}"].append(acked)
                     rates[f"{way}2_r/{size}"].append(rolled)
+                before = meter.read()
                 rates[f"batched/{size}"].append(copy_binary(dsn, rid, f"batched/{size}/{trial}", args.points, size))
+                rates[f"batched_pg/{size}"].append((meter.read()[1] - before[1]) / args.points * 1e6)
             rates["binary"].append(copy_binary(dsn, rid, f"binary/{trial}", args.points))
             rates["rows"].append(copy_rows(dsn, rid, f"rows/{trial}", args.points))
             if mlflow is not None:
@@ -216,11 +260,17 @@ def main() -> None:
         for size in sizes:
             print(f"batches of {size:,} points")
             line("raw COPY, binary, a commit per batch", f"batched/{size}")
+            postgres = median(rates[f"batched_pg/{size}"])
+            print(f"  {'  ... CPU per point':<44}: PostgreSQL {postgres:.2f} µs")
             for way, name in (("http", "points"), ("cols", "columns per series")):
                 line(f"full HTTP path, {name}, 1 client", f"{way}/{size}")
                 line("  ... until rolled up", f"{way}_r/{size}")
                 lags = rates[f"{way}_lag/{size}"]
                 print(f"  {'  ... rollups done after the last ack':<44}: median {median(lags) * 1000:>10,.0f} ms")
+                web, postgres = median(rates[f"{way}_web/{size}"]), median(rates[f"{way}_pg/{size}"])
+                print(
+                    f"  {'  ... CPU per point, rollups included':<44}: web {web:.2f} µs, PostgreSQL {postgres:.2f} µs"
+                )
                 line(f"full HTTP path, {name}, 2 clients", f"{way}2/{size}")
                 line("  ... until rolled up", f"{way}2_r/{size}")
             for way, name in (("http", "points"), ("cols", "columns")):

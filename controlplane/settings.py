@@ -183,6 +183,10 @@ METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # How long a process waits after an append before rolling it up, so that the batches landing
 # meanwhile are merged together (controlplane.metrics.merger).
 METRICS_ROLLUP_DELAY_S = env_float("BARREL_METRICS_ROLLUP_DELAY_S", 0.25)
+# Appended points a process holds for its merger to roll up in numpy (16 bytes each); what does
+# not fit is read back and rolled up in SQL, which costs PostgreSQL about as much as storing it.
+# 0 rolls everything up in SQL.
+METRICS_ROLLUP_HELD_POINTS = env_int("BARREL_METRICS_ROLLUP_HELD_POINTS", 4_000_000)
 # Messages (and bytes) a websocket client may have queued before it counts as fallen behind:
 # its queue is then dropped and replaced by {"type": "resync"}, and it refetches over REST.
 WS_CLIENT_BUFFER = env_int("BARREL_WS_CLIENT_BUFFER", 64)

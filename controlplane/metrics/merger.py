@@ -34,10 +34,9 @@ logger = logging.getLogger(__name__)
 
 # Series merged per transaction: bounds how long one merge holds rows locked.
 CHUNK = 500
-# Appended points a merger holds at most (16 bytes each, and a chunk's own objects weigh about
-# as much as 16 more): past this, appends hand over only their series, whose points are then
-# read back in SQL. A round normally holds what a quarter of a second brought.
-MAX_HELD_POINTS = 4_000_000
+# A chunk's own objects weigh about as much as 16 points, counted against
+# METRICS_ROLLUP_HELD_POINTS: past it, appends hand over only their series, whose points are
+# then read back in SQL. A round normally holds what a quarter of a second brought.
 CHUNK_WEIGHT = 16
 
 
@@ -97,11 +96,11 @@ class _Merger:
 
     def schedule(self, ids: Iterable[int], chunks: dict[int, storage.Chunk] | None = None) -> None:
         """Roll these series up soon; `chunks` are the points an append added to them. A series
-        scheduled without its points (or past MAX_HELD_POINTS) drops those held for it: its
+        scheduled without its points (or past METRICS_ROLLUP_HELD_POINTS) drops those held for it: its
         rollups are then made from the points read back."""
         chunks = chunks or {}
         with self._cond:
-            if self._held_points + _weight(chunks.values()) > MAX_HELD_POINTS:
+            if self._held_points + _weight(chunks.values()) > settings.METRICS_ROLLUP_HELD_POINTS:
                 chunks = {}
             for sid in ids:
                 self._pending.add(sid)

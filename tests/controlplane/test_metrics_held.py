@@ -175,13 +175,13 @@ def test_a_merger_round_uses_held_points_for_what_chains_only(run: Run, handed: 
 
 
 def test_the_merger_holds_points_within_its_budget_and_drops_what_it_cannot_chain(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:
     """What a merger round receives: every scheduled series, with the chunks held for it; a
     series scheduled without its points (or past the budget) has none held, so it is read back."""
     m = merger._Merger()
     monkeypatch.setattr(m, "_wake", lambda: None)  # no thread: the rounds are not under test
-    monkeypatch.setattr(merger, "MAX_HELD_POINTS", 1000)
+    settings.METRICS_ROLLUP_HELD_POINTS = 1000
 
     def chunk(prev: int | None, n: int) -> Chunk:
         start = -1 if prev is None else prev
