@@ -18,7 +18,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from controlplane.devstack import Stack
 
 
-def bench_stack(*, with_ray: bool, web_port: int = 8012) -> Stack:
+def bench_stack(
+    *,
+    with_ray: bool,
+    web_port: int = 8012,
+    name: str = "barrel_bench",
+    redis_db: int = 12,
+    env: dict[str, str] | None = None,
+) -> Stack:
+    """A stack of its own: database `name`, Redis database `redis_db`, and `env` for its processes
+    (a second stack beside the first needs other values of all three, and another port)."""
     base_db = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/barrel")
     base_redis = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     stack = Stack(
@@ -26,12 +35,12 @@ def bench_stack(*, with_ray: bool, web_port: int = 8012) -> Stack:
         web_port=web_port,
         ray_gcs_port=6383,
         ray_dashboard_port=8268,
-        database_url=urlunparse(urlparse(base_db)._replace(path="/barrel_bench")),
-        redis_url=urlunparse(urlparse(base_redis)._replace(path="/12")),
+        database_url=urlunparse(urlparse(base_db)._replace(path=f"/{name}")),
+        redis_url=urlunparse(urlparse(base_redis)._replace(path=f"/{redis_db}")),
         # Without Ray the dispatcher has nothing to talk to; the ingest benchmark does not need it.
         ray_address=None if with_ray else "http://127.0.0.1:9",
         fresh_db=True,
-        extra_env={"BARREL_METRICS_RATE_LIMIT_RPS": "0", "BARREL_RECONCILE_INTERVAL_S": "0.5"},
+        extra_env={"BARREL_METRICS_RATE_LIMIT_RPS": "0", "BARREL_RECONCILE_INTERVAL_S": "0.5", **(env or {})},
     )
     stack.start()
     stack.bootstrap("bench", "bench-password", "bench")

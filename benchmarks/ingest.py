@@ -1,7 +1,7 @@
 """Metric ingest throughput, side by side in one run on one PostgreSQL:
 
     .venv/bin/python -m benchmarks.ingest [--points 200000] [--batches 5000,20000] [--trials 3] [--mlflow-points 50000]
-        [--rollups-in-sql]
+        [--sql-rollups]
 
 - full HTTP path: JSON (as the reporter sends it, ISO times included; and the same points as
   columns per series, as `barrel import` sends them) over HTTP → uvicorn → DRF
@@ -20,6 +20,8 @@
 
 For one client, the CPU the web process and PostgreSQL spent per point (rollups included) is
 printed too: it is steadier than throughput on a shared machine, and says where the cost sits.
+With --sql-rollups, a second stack beside the first rolls appends up in SQL from the points read
+back (BARREL_METRICS_ROLLUP_HELD_POINTS=0), and its one-client trials alternate with the first's.
 
 Trials are interleaved because the machine is shared and noisy; medians are printed. A short
 untimed pass through every way comes first: a fresh server opens its pooled connections and
@@ -30,10 +32,12 @@ server that has been up for a minute does.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import httpx
@@ -42,8 +46,9 @@ import orjson
 import psutil
 import psycopg
 
-from benchmarks.common import median, new_run, token, wait_rolled_up
+from benchmarks.common import bench_stack, median, new_run, token, wait_rolled_up
 from benchmarks.mlflow_server import MlflowServer, stacks
+from controlplane.devstack import Stack
 
 ISO = datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -83,8 +88,8 @@ def http_ingest(
 
 class CpuMeter:
     """CPU seconds used by the web process and by every PostgreSQL process (its backends and
-    background workers) between two readings: where ingest's cost sits, which wall-clock
-    throughput on a shared 2-core machine hides."""
+    background workers: the WAL writer, autovacuum) between two readings: where ingest's cost
+    sits, which wall-clock throughput on a shared 2-core machine hides."""
 
     def __init__(self, web_pid: int) -> None:
         self.web = psutil.Process(web_pid)
@@ -137,6 +142,14 @@ def new_series(conn: psycopg.Connection, run_id: int, key: str) -> int:
 def copy_binary(dsn: str, run_id: int, key: str, points: int, batch: int | None = None) -> float:
     """Binary COPY of pre-encoded rows (series_id, step, value, time): in one COPY and one
     commit, or `batch` rows per COPY with a commit after each."""
+    return timed_copy(dsn, run_id, key, points, batch)[0]
+
+
+def timed_copy(
+    dsn: str, run_id: int, key: str, points: int, batch: int | None = None, meter: CpuMeter | None = None
+) -> tuple[float, float]:
+    """copy_binary's points per second, and the CPU seconds PostgreSQL spent meanwhile (read
+    before its backend goes with the connection), as `meter` counts it."""
     row = np.dtype(
         [("n", ">i2"), ("l1", ">i4"), ("sid", ">i8"), ("l2", ">i4"), ("step", ">i8"), ("l3", ">i4"),
          ("value", ">f8"), ("l4", ">i4"), ("time", ">i8")]
@@ -153,6 +166,7 @@ def copy_binary(dsn: str, run_id: int, key: str, points: int, batch: int | None 
             b"PGCOPY\n\xff\r\n\x00" + bytes(8) + rows[i : i + size].tobytes() + b"\xff\xff"
             for i in range(0, points, size)
         ]
+        cpu0 = meter.read()[1] if meter else 0.0
         t0 = time.perf_counter()
         for data in chunks:
             with (
@@ -161,7 +175,8 @@ def copy_binary(dsn: str, run_id: int, key: str, points: int, batch: int | None 
             ):
                 cp.write(data)
             conn.commit()
-        return points / (time.perf_counter() - t0)
+        rate = points / (time.perf_counter() - t0)
+        return rate, (meter.read()[1] - cpu0 if meter else 0.0)
 
 
 def copy_rows(dsn: str, run_id: int, key: str, points: int) -> float:
@@ -195,6 +210,60 @@ def mlflow_ingest(server: MlflowServer, trial: int, points: int) -> float:
     return points / (time.perf_counter() - t0)
 
 
+@dataclass
+class Target:
+    """A stack to send to: its URL, database, token, run, and a CPU meter on its processes."""
+
+    url: str
+    dsn: str
+    tok: str
+    run_id: int
+    meter: CpuMeter
+
+    @classmethod
+    def of(cls, stack: Stack) -> Target:
+        tok = token(stack)
+        web = next(proc.pid for name, proc in stack.procs if name == "web")
+        return cls(stack.url, stack.database_url or "", tok, new_run(stack.url, tok, "bench/ingest"), CpuMeter(web))
+
+    def warm_up(self, size: int) -> None:
+        for columns in (False, True):
+            for clients in (1, 2):
+                keys = [f"warm/{columns}/{size}/{c}" for c in range(clients)]
+                timed_ingest(self.url, self.dsn, self.tok, self.run_id, keys, 4 * size, size, columns=columns)
+
+    def one_client(
+        self, rates: dict[str, list[float]], name: str, key: str, points: int, size: int, columns: bool
+    ) -> None:
+        """One client's trial: points per second until acked and until rolled up, the rollup lag,
+        and CPU per point of the web process and PostgreSQL, under `name`."""
+        before = self.meter.read()
+        acked, rolled = timed_ingest(self.url, self.dsn, self.tok, self.run_id, [key], points, size, columns=columns)
+        web, postgres = (b - a for a, b in zip(before, self.meter.read(), strict=True))
+        rates[f"{name}_web/{size}"].append(web / points * 1e6)
+        rates[f"{name}_pg/{size}"].append(postgres / points * 1e6)
+        rates[f"{name}/{size}"].append(points / acked)
+        rates[f"{name}_r/{size}"].append(points / rolled)
+        rates[f"{name}_lag/{size}"].append(rolled - acked)
+
+
+@contextmanager
+def sql_rollup_stack(wanted: bool) -> Iterator[Stack | None]:
+    """A second stack whose merger rolls appends up in SQL from the points read back (as before
+    rollups were made in numpy), on a database, Redis database and port of its own."""
+    if not wanted:
+        yield None
+        return
+    stack = bench_stack(
+        with_ray=False, web_port=8013, name="barrel_bench_sql", redis_db=13,
+        env={"BARREL_METRICS_ROLLUP_HELD_POINTS": "0"},
+    )  # fmt: skip
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", type=int, default=200_000)
@@ -202,45 +271,34 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--mlflow-points", type=int, default=50_000)
     parser.add_argument(
-        "--rollups-in-sql",
+        "--sql-rollups",
         action="store_true",
-        help="the server rolls appends up in SQL, from the points read back (the way before numpy)",
+        help="also run one client against a second stack that rolls appends up in SQL, trials interleaved",
     )
     args = parser.parse_args()
-    if args.rollups_in_sql:
-        os.environ["BARREL_METRICS_ROLLUP_HELD_POINTS"] = "0"  # the stack's processes inherit it
     sizes = [int(b) for b in args.batches.split(",")]
-    with stacks() as (stack, mlflow):
-        tok = token(stack)
-        rid = new_run(stack.url, tok, "bench/ingest")
-        dsn = stack.database_url or ""
+    with stacks() as (stack, mlflow), sql_rollup_stack(args.sql_rollups) as other:
+        main_target = Target.of(stack)
+        sql_target = Target.of(other) if other is not None else None
+        tok, rid, dsn, meter = main_target.tok, main_target.run_id, main_target.dsn, main_target.meter
         rates: dict[str, list[float]] = defaultdict(list)
-        meter = CpuMeter(next(proc.pid for name, proc in stack.procs if name == "web"))
         for size in sizes:
-            for way, columns in (("http", False), ("cols", True)):
-                for clients in (1, 2):
-                    keys = [f"warm/{way}/{size}/{c}" for c in range(clients)]
-                    timed_ingest(stack.url, dsn, tok, rid, keys, 4 * size, size, columns=columns)
+            for target in filter(None, (main_target, sql_target)):
+                target.warm_up(size)
             copy_binary(dsn, rid, f"warm/batched/{size}", 4 * size, size)
         for trial in range(args.trials):
             for size in sizes:
                 for way, columns in (("http", False), ("cols", True)):
-                    keys = [f"{way}/{size}/{trial}"]
-                    before = meter.read()
-                    acked, rolled = timed_ingest(stack.url, dsn, tok, rid, keys, args.points, size, columns=columns)
-                    web, postgres = (b - a for a, b in zip(before, meter.read(), strict=True))
-                    rates[f"{way}_web/{size}"].append(web / args.points * 1e6)
-                    rates[f"{way}_pg/{size}"].append(postgres / args.points * 1e6)
-                    rates[f"{way}/{size}"].append(args.points / acked)
-                    rates[f"{way}_r/{size}"].append(args.points / rolled)
-                    rates[f"{way}_lag/{size}"].append(rolled - acked)
+                    main_target.one_client(rates, way, f"{way}/{size}/{trial}", args.points, size, columns)
+                    if sql_target is not None:
+                        sql_target.one_client(rates, f"{way}_sql", f"{way}/{size}/{trial}", args.points, size, columns)
                     two = [f"{way}2/{size}/{trial}/a", f"{way}2/{size}/{trial}/b"]
                     acked, rolled = http_ingest(stack.url, dsn, tok, rid, two, args.points // 2, size, columns=columns)
                     rates[f"{way}2/{size}"].append(acked)
                     rates[f"{way}2_r/{size}"].append(rolled)
-                before = meter.read()
-                rates[f"batched/{size}"].append(copy_binary(dsn, rid, f"batched/{size}/{trial}", args.points, size))
-                rates[f"batched_pg/{size}"].append((meter.read()[1] - before[1]) / args.points * 1e6)
+                rate, postgres = timed_copy(dsn, rid, f"batched/{size}/{trial}", args.points, size, meter)
+                rates[f"batched/{size}"].append(rate)
+                rates[f"batched_pg/{size}"].append(postgres / args.points * 1e6)
             rates["binary"].append(copy_binary(dsn, rid, f"binary/{trial}", args.points))
             rates["rows"].append(copy_rows(dsn, rid, f"rows/{trial}", args.points))
             if mlflow is not None:
@@ -249,6 +307,15 @@ def main() -> None:
         def line(name: str, key: str) -> None:
             values = rates[key]
             print(f"  {name:<44}: median {median(values):>10,.0f} points/s  {[round(r) for r in values]}")
+
+        def one_client_lines(name: str, key: str, size: int) -> None:
+            line(name, f"{key}/{size}")
+            line("  ... until rolled up", f"{key}_r/{size}")
+            lag = median(rates[f"{key}_lag/{size}"]) * 1000
+            print(f"  {'  ... rollups done after the last ack':<44}: median {lag:>10,.0f} ms")
+            web, postgres = median(rates[f"{key}_web/{size}"]), median(rates[f"{key}_pg/{size}"])
+            cpu = f"web {web:.2f} µs, PostgreSQL {postgres:.2f} µs"
+            print(f"  {'  ... CPU per point, rollups included':<44}: {cpu}")
 
         print(f"ingest of {args.points:,} points per trial and way, {args.trials} trials, medians")
         line("raw COPY, binary, pre-encoded, one commit", "binary")
@@ -263,14 +330,9 @@ def main() -> None:
             postgres = median(rates[f"batched_pg/{size}"])
             print(f"  {'  ... CPU per point':<44}: PostgreSQL {postgres:.2f} µs")
             for way, name in (("http", "points"), ("cols", "columns per series")):
-                line(f"full HTTP path, {name}, 1 client", f"{way}/{size}")
-                line("  ... until rolled up", f"{way}_r/{size}")
-                lags = rates[f"{way}_lag/{size}"]
-                print(f"  {'  ... rollups done after the last ack':<44}: median {median(lags) * 1000:>10,.0f} ms")
-                web, postgres = median(rates[f"{way}_web/{size}"]), median(rates[f"{way}_pg/{size}"])
-                print(
-                    f"  {'  ... CPU per point, rollups included':<44}: web {web:.2f} µs, PostgreSQL {postgres:.2f} µs"
-                )
+                one_client_lines(f"full HTTP path, {name}, 1 client", way, size)
+                if sql_target is not None:
+                    one_client_lines("  ... the same, rollups made in SQL", f"{way}_sql", size)
                 line(f"full HTTP path, {name}, 2 clients", f"{way}2/{size}")
                 line("  ... until rolled up", f"{way}2_r/{size}")
             for way, name in (("http", "points"), ("cols", "columns")):
