@@ -5,9 +5,11 @@ send nearly always. They take the fast path: one binary COPY straight into the p
 one UPDATE of the summaries, computed in numpy, under the series row locks (lock_series).
 
 Their rollups (see controlplane.metrics.rollups) come a moment later, off the request path:
-each series' RollupMark says the rollups hold exactly its points up to `rolled_step`, and
-merge_pending rolls the points above it up (controlplane.metrics.merger calls it after commit;
-reads combine the rollups up to the mark with the raw points above it). Rolling up takes the
+each series' RollupMark says the rollups hold exactly its points up to `rolled_step`, and the
+merger (controlplane.metrics.merger, after commit) rolls the points above it up: with
+merge_appended from the arrays the appends stored, aggregated in numpy, so that PostgreSQL only
+writes rows; with merge_pending, in SQL from the points read back, for what it was not handed.
+Reads combine the rollups up to the mark with the raw points above it. Rolling up takes the
 series' rollup lock (an advisory lock), never its row lock, so it never makes an append wait.
 
 Any other batch (a replay, a correction, a point below the last step) takes the series row
@@ -308,9 +310,9 @@ _ROLLUP_ROW = np.dtype(
 
 
 def _copy_buckets(cur: CursorWrapper, levels: list[Buckets], old_last: np.ndarray) -> None:
-    """One binary COPY of these buckets into ROLLUP_STAGE: the fixed-width columns built in
-    numpy, the sums appended row by row. `old_last[i]`: the mark of buckets' series i (-1: none),
-    below which buckets may exist already."""
+    """One binary COPY of these buckets into ROLLUP_STAGE, every row laid out by numpy (the sums
+    are the only per-row Python: their text). `old_last[i]`: the mark of the series of bucket
+    row i (-1: none); buckets past the one holding it cannot exist yet (`fresh`)."""
     fixed = np.empty(sum(map(len, levels)), dtype=_ROLLUP_ROW)
     names = _ROLLUP_ROW.names or ()
     fixed["fields"] = len(names[2::2]) + 1  # and the sum
