@@ -216,3 +216,51 @@ def test_appends_never_wait_for_rolling_up_and_no_point_is_rolled_up_twice(owner
     assert merges > 1
     (series,) = wait_rolled_up(run, keys=1, timeout=0)
     assert stored_rollups(series) == expected_rollups({s: s * 0.25 for s in range(12_600)}, series.mark.levels)
+
+
+def test_held_points_and_another_process_racing_on_one_series_roll_up_each_point_once(
+    owner: Persona, run: Run, settings, monkeypatch: pytest.MonkeyPatch
+):
+    """This process' merger thread rolls appends up from the points they hand it, while another
+    process (here: this thread) appends some batches itself and rolls the series up in SQL from
+    the points read back, as a second web process or the sweeper would. Chunks then go stale or
+    stop chaining mid-way; every point must still be rolled up exactly once."""
+    import threading
+    import time
+
+    from django.db import connections
+
+    from controlplane.metrics import merger
+    from controlplane.metrics.services import metrics_ingest, parse_points
+    from tests.controlplane.test_metrics_api import expected_rollups, stored_rollups
+
+    settings.METRICS_ROLLUP_DELAY_S = 0.01
+    done = threading.Event()
+    appends = iter(range(10**6))
+    schedule = merger.schedule
+    # Every third append is the other process': its points never reach this merger.
+    monkeypatch.setattr(merger, "schedule", lambda ids, chunks=None: next(appends) % 3 and schedule(ids, chunks))
+
+    def appender() -> None:
+        try:
+            for start in range(0, 24_000, 600):
+                points = [{"key": "r", "step": s, "value": s * 0.5 - 7} for s in range(start, start + 600)]
+                metrics_ingest(run_id=run.id, points=parse_points({"points": points}, max_points=600))
+        finally:
+            done.set()
+            connections.close_all()
+
+    thread = threading.Thread(target=appender)
+    thread.start()
+    raced = 0
+    while not done.is_set():
+        series = MetricSeries.objects.filter(run=run, key="r").first()
+        if series is not None:
+            raced += merger.roll_up([series.id])[0]
+    thread.join()
+    series = MetricSeries.objects.get(run=run, key="r")
+    while merger.roll_up([series.id])[1]:  # the other process' merger after its last append: until not busy
+        time.sleep(0.01)
+    assert raced > 0
+    (series,) = wait_rolled_up(run, keys=1)
+    assert stored_rollups(series) == expected_rollups({s: s * 0.5 - 7 for s in range(24_000)}, series.mark.levels)
