@@ -4,6 +4,7 @@ rollups existed, two transactions writing one series at once, and rollups made a
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 from django.db import connection
@@ -126,6 +127,40 @@ def wait_rolled_up(run: Run, keys: int, timeout: float = 60.0) -> list[MetricSer
         time.sleep(0.05)
 
 
+def race(run: Run, key: str, appends: Callable[[], None]) -> int:
+    """Run `appends` on a thread of its own while this one rolls the series up in SQL over and
+    over, as another process would, until the appends end; then once more, until its rollup
+    lock is free. Returns the series merged here."""
+    import threading
+    import time
+
+    from django.db import connections
+
+    from controlplane.metrics import merger
+
+    done = threading.Event()
+
+    def appender() -> None:
+        try:
+            appends()
+        finally:
+            done.set()
+            connections.close_all()
+
+    thread = threading.Thread(target=appender)
+    thread.start()
+    merges = 0
+    while not done.is_set():
+        series = MetricSeries.objects.filter(run=run, key=key).first()
+        if series is not None:
+            merges += merger.roll_up([series.id])[0]
+    thread.join()
+    series_id = MetricSeries.objects.get(run=run, key=key).id
+    while merger.roll_up([series_id])[1]:
+        time.sleep(0.01)
+    return merges
+
+
 def test_appends_are_rolled_up_after_commit_by_the_merger_thread(owner: Persona, run: Run, settings):
     """Over HTTP, committed for real: each append returns before its rollups exist, and the
     process' merger thread rolls every series up shortly after, batches coalesced."""
@@ -169,7 +204,7 @@ def test_appends_never_wait_for_rolling_up_and_no_point_is_rolled_up_twice(owner
 
     from django.db import connections, transaction
 
-    from controlplane.metrics import merger, storage
+    from controlplane.metrics import storage
     from controlplane.metrics.services import metrics_ingest, parse_points
     from tests.controlplane.test_metrics_api import expected_rollups, stored_rollups
 
@@ -196,25 +231,13 @@ def test_appends_never_wait_for_rolling_up_and_no_point_is_rolled_up_twice(owner
     assert RollupMark.objects.get(series=series).rolled_step == 599
 
     # Appends and merges racing: every point is rolled up exactly once.
-    done = threading.Event()
+    def appends() -> None:
+        for start in range(600, 12_600, 400):
+            append(start, 400)
 
-    def appender() -> None:
-        try:
-            for start in range(600, 12_600, 400):
-                append(start, 400)
-        finally:
-            done.set()
-            connections.close_all()
-
-    thread = threading.Thread(target=appender)
-    thread.start()
-    merges = 0
-    while not done.is_set():
-        merges += merger.roll_up([series.id])[0]
-    thread.join()
-    merger.roll_up([series.id])
+    merges = race(run, "z", appends)
     assert merges > 1
-    (series,) = wait_rolled_up(run, keys=1, timeout=0)
+    (series,) = wait_rolled_up(run, keys=1)
     assert stored_rollups(series) == expected_rollups({s: s * 0.25 for s in range(12_600)}, series.mark.levels)
 
 
@@ -225,42 +248,21 @@ def test_held_points_and_another_process_racing_on_one_series_roll_up_each_point
     process (here: this thread) appends some batches itself and rolls the series up in SQL from
     the points read back, as a second web process or the sweeper would. Chunks then go stale or
     stop chaining mid-way; every point must still be rolled up exactly once."""
-    import threading
-    import time
-
-    from django.db import connections
-
     from controlplane.metrics import merger
     from controlplane.metrics.services import metrics_ingest, parse_points
     from tests.controlplane.test_metrics_api import expected_rollups, stored_rollups
 
     settings.METRICS_ROLLUP_DELAY_S = 0.01
-    done = threading.Event()
     appends = iter(range(10**6))
     schedule = merger.schedule
     # Every third append is the other process': its points never reach this merger.
     monkeypatch.setattr(merger, "schedule", lambda ids, chunks=None: next(appends) % 3 and schedule(ids, chunks))
 
     def appender() -> None:
-        try:
-            for start in range(0, 24_000, 600):
-                points = [{"key": "r", "step": s, "value": s * 0.5 - 7} for s in range(start, start + 600)]
-                metrics_ingest(run_id=run.id, points=parse_points({"points": points}, max_points=600))
-        finally:
-            done.set()
-            connections.close_all()
+        for start in range(0, 24_000, 600):
+            points = [{"key": "r", "step": s, "value": s * 0.5 - 7} for s in range(start, start + 600)]
+            metrics_ingest(run_id=run.id, points=parse_points({"points": points}, max_points=600))
 
-    thread = threading.Thread(target=appender)
-    thread.start()
-    raced = 0
-    while not done.is_set():
-        series = MetricSeries.objects.filter(run=run, key="r").first()
-        if series is not None:
-            raced += merger.roll_up([series.id])[0]
-    thread.join()
-    series = MetricSeries.objects.get(run=run, key="r")
-    while merger.roll_up([series.id])[1]:  # the other process' merger after its last append: until not busy
-        time.sleep(0.01)
-    assert raced > 0
+    assert race(run, "r", appender) > 0
     (series,) = wait_rolled_up(run, keys=1)
     assert stored_rollups(series) == expected_rollups({s: s * 0.5 - 7 for s in range(24_000)}, series.mark.levels)
