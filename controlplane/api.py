@@ -34,7 +34,7 @@ class ApiError(exceptions.APIException):
         self.message = message
         self.error_code = code
         self.fields = fields
-        self.wait = retry_after  # DRF's handler (and error_headers) make it Retry-After
+        self.wait = retry_after  # DRF's handler and the ingest route make it Retry-After
 
 
 def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:

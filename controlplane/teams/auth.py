@@ -51,17 +51,21 @@ def resolve_bearer(secret: str) -> tuple[AbstractBaseUser, ApiToken | RunToken] 
         _touch(api_token.pk, api_token.last_used_at, now)
         return api_token.user, api_token
     if secret.startswith(RUN_TOKEN_PREFIX):
-        grace = timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
         run_token = (
             RunToken.objects.select_related("run", "run__created_by")
             .filter(digest=digest(secret), revoked_at__isnull=True)
-            .filter(~Q(run__status__in=TERMINAL) | Q(run__finished_at__gte=now - grace))
+            .filter(~Q(run__status__in=TERMINAL) | Q(run__finished_at__gte=_ended_since(now)))
             .first()
         )
         if run_token is None:
             return None
         return run_token.run.created_by, run_token
     return None
+
+
+def _ended_since(now: datetime) -> datetime:
+    """A run token outlives its run by the grace period: runs that ended before this are over."""
+    return now - timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
 
 
 def _touch(token_id: int, last_used_at: datetime | None, now: datetime) -> None:
@@ -78,16 +82,24 @@ def is_bearer(header: bytes) -> bool:
     return bool(parts) and parts[0].lower() == b"bearer"
 
 
-def authenticate_bearer(header: bytes) -> tuple[AbstractBaseUser, ApiToken | RunToken]:
-    """The (user, token) of a bearer Authorization header; AuthenticationFailed, naming what is
-    wrong, otherwise. Shared by DRF and the ingest route that skips it
-    (controlplane.metrics.ingest_route)."""
+def _secret(header: bytes) -> str:
+    """The secret of a bearer Authorization header; AuthenticationFailed when it is malformed."""
     parts = header.split()
     if len(parts) != 2:
         raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
-    resolved = resolve_bearer(parts[1].decode("latin-1"))
+    return parts[1].decode("latin-1")
+
+
+def _refused() -> exceptions.AuthenticationFailed:
+    return exceptions.AuthenticationFailed("Invalid, revoked or expired token.")
+
+
+def authenticate_bearer(header: bytes) -> tuple[AbstractBaseUser, ApiToken | RunToken]:
+    """The (user, token) of a bearer Authorization header; AuthenticationFailed, naming what is
+    wrong, otherwise."""
+    resolved = resolve_bearer(_secret(header))
     if resolved is None:
-        raise exceptions.AuthenticationFailed("Invalid, revoked or expired token.")
+        raise _refused()
     return resolved
 
 
@@ -166,10 +178,7 @@ def _sql(template: str) -> str:
 def run_access(header: bytes, run_id: int) -> RunAccess:
     """authenticate_bearer, check_run_scope and the run lookup of a request on `run_id`, in one
     round trip: AuthenticationFailed or NotFound as they would raise, else the access."""
-    parts = header.split()
-    if len(parts) != 2:
-        raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
-    secret = parts[1].decode("latin-1")
+    secret = _secret(header)
     now = timezone.now()
     params: dict[str, Any] = {"digest": digest(secret), "run": min(run_id, _MAX_ID)}
     with connection.cursor() as cur:
@@ -182,8 +191,7 @@ def run_access(header: bytes, run_id: int) -> RunAccess:
                 run = None if status is None or run_id > _MAX_ID else (status, finished_at)
                 return RunAccess(ratelimit.token_bucket("tok", token_id), run)
         elif secret.startswith(RUN_TOKEN_PREFIX):
-            since = now - timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
-            params.update(terminal=sorted(status.value for status in TERMINAL), since=since)
+            params.update(terminal=sorted(status.value for status in TERMINAL), since=_ended_since(now))
             cur.execute(_sql(_RUN_ACCESS), params)
             row = cur.fetchone()
             if row is not None:
@@ -191,4 +199,4 @@ def run_access(header: bytes, run_id: int) -> RunAccess:
                 if token_run != run_id:
                     raise exceptions.NotFound("Run not found.")  # as check_run_scope
                 return RunAccess(ratelimit.token_bucket("run", token_id), (status, finished_at))
-    raise exceptions.AuthenticationFailed("Invalid, revoked or expired token.")
+    raise _refused()
