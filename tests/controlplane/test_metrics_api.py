@@ -5,6 +5,7 @@ import math
 import random
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -222,8 +223,16 @@ def test_non_finite_values_obey_postgres_order_in_buckets(run: Run, run_client: 
 
 
 def stored_rollups(series: MetricSeries) -> dict[tuple[int, int], tuple]:
+    """The stored rollups, finite sums as exact fractions, NaN (not equal to itself, as a float
+    or a decimal) as "NaN" so that rollups holding it compare."""
+
+    def comparable(x: Any) -> Any:
+        if x != x:
+            return "NaN"
+        return Fraction(x) if isinstance(x, Decimal) and x.is_finite() else x
+
     return {
-        (r.level, r.bucket): (r.count, r.min, r.max, Fraction(r.sum), r.last_step, r.last_value)
+        (r.level, r.bucket): tuple(map(comparable, (r.count, r.min, r.max, r.sum, r.last_step, r.last_value)))
         for r in MetricRollup.objects.filter(series=series)
     }
 

@@ -15,11 +15,11 @@ import pytest
 
 from controlplane.metrics import merger
 from controlplane.metrics.aggregate import shortest_decimals
-from controlplane.metrics.models import MetricRollup, MetricSeries
+from controlplane.metrics.models import MetricSeries
 from controlplane.metrics.services import metrics_ingest, parse_points
 from controlplane.metrics.storage import Chunk
 from controlplane.runs.models import Run
-from tests.controlplane.test_metrics_api import assert_matches, brute_force, read
+from tests.controlplane.test_metrics_api import assert_matches, brute_force, read, stored_rollups
 from workers.report.encoding import encode_value
 
 pytestmark = pytest.mark.django_db
@@ -53,18 +53,6 @@ def value(rng: random.Random) -> float:
             -math.inf,
         ]
     )
-
-
-def rows(series: MetricSeries) -> dict[tuple[int, int], tuple[Any, ...]]:
-    """The stored rollups, NaN made comparable (NaN != NaN, as floats and as decimals)."""
-
-    def same(x: Any) -> Any:
-        return "NaN" if isinstance(x, (float, Decimal)) and x != x else x
-
-    return {
-        (r.level, r.bucket): tuple(map(same, (r.count, r.min, r.max, r.sum, r.last_step, r.last_value)))
-        for r in MetricRollup.objects.filter(series=series)
-    }
 
 
 @pytest.fixture
@@ -124,7 +112,7 @@ def test_held_points_roll_up_as_sql_does(run: Run, owner: Any, handed: Any, read
             series.refresh_from_db()
             assert series.mark.rolled_step == step, round_
         assert by_key["held"].mark.levels == by_key["sql"].mark.levels
-        assert rows(by_key["held"]) == rows(by_key["sql"])
+        assert stored_rollups(by_key["held"]) == stored_rollups(by_key["sql"])
     assert read_back == {by_key["sql"].id}  # the held series' points were never read back
     assert by_key["held"].mark.levels >= 4
     for max_points in (3, 100, 1000):
@@ -150,9 +138,9 @@ def test_chunks_that_do_not_chain_are_left_to_sql(run: Run, handed: Any, read_ba
     assert merged == 1 and rest == [] and read_back == {a}
     # b: rolled up in SQL first; its chunks are then stale and change nothing.
     merger.roll_up([b])
-    before = rows(MetricSeries.objects.get(id=b))
+    before = stored_rollups(MetricSeries.objects.get(id=b))
     assert merger.roll_up([b], {b: [c[b] for c in chunks]}) == (0, [])  # nothing pending
-    assert rows(MetricSeries.objects.get(id=b)) == before == rows(MetricSeries.objects.get(id=a))
+    assert stored_rollups(MetricSeries.objects.get(id=b)) == before == stored_rollups(MetricSeries.objects.get(id=a))
     series = MetricSeries.objects.get(id=a)
     assert series.mark.rolled_step == max(values)
 
