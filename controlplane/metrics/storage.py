@@ -318,9 +318,10 @@ def _copy_buckets(cur: CursorWrapper, levels: list[Buckets], old_last: np.ndarra
     surrounding spaces), so that rows are all one width: a structured array whose bytes are the
     COPY data, instead of a scatter of variable-length rows byte by byte, which cost more than
     aggregating the points did."""
-    sums = [str(x).encode() for b in levels for x in b.sum]
-    width = max(map(len, sums), default=1)
-    row = np.dtype([*_ROLLUP_ROW.descr, ("sum_len", ">i4"), ("sum", f"S{width}")])
+    sums = np.array([str(x) for b in levels for x in b.sum], dtype=np.bytes_)  # as wide as the longest
+    text = sums.view(np.uint8)  # numpy pads the shorter ones with NUL bytes
+    text[text == 0] = ord(" ")
+    row = np.dtype([*_ROLLUP_ROW.descr, ("sum_len", ">i4"), ("sum", sums.dtype)])
     rows = np.empty(len(sums), dtype=row)
     names = row.names or ()
     rows["fields"] = len(names[2::2])
@@ -333,10 +334,7 @@ def _copy_buckets(cur: CursorWrapper, levels: list[Buckets], old_last: np.ndarra
         part["min"], part["max"], part["last_step"], part["last_value"] = b.min, b.max, b.last_step, b.last_value
         part["fresh"] = b.bucket > (old_last[at : at + len(b)] >> (SHIFT * b.level))
         at += len(b)
-    padded = np.array(sums, dtype=f"S{width}")
-    text = padded.view(np.uint8)  # numpy pads with NUL bytes
-    text[text == 0] = ord(" ")
-    rows["sum"] = padded
+    rows["sum"] = sums
     with cur.copy(f"COPY {ROLLUP_STAGE} FROM STDIN (FORMAT BINARY)") as copy:
         copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
 
