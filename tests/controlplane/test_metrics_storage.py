@@ -4,17 +4,28 @@ rollups existed, two transactions writing one series at once, and rollups made a
 from __future__ import annotations
 
 import random
+import threading
+import time
 from collections.abc import Callable
 
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
 from django.db.migrations.executor import MigrationExecutor
 
+from controlplane.metrics import merger, storage, tasks
 from controlplane.metrics.models import MetricRollup, MetricSeries, RollupMark
 from controlplane.metrics.rollups import levels_for
+from controlplane.metrics.services import metrics_ingest, parse_points
 from controlplane.runs.models import Run
 from tests.conftest import Persona
-from tests.controlplane.test_metrics_api import assert_matches, brute_force, read
+from tests.controlplane.test_metrics_api import (
+    assert_matches,
+    brute_force,
+    expected_rollups,
+    post,
+    read,
+    stored_rollups,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,12 +80,6 @@ def test_a_batch_waits_for_a_concurrent_one_into_the_same_series(owner: Persona,
     """Two corrections in one rollup bucket from two transactions: the second must wait on the
     series and recompute the bucket after the first commits, or its aggregates would miss the
     first's point (a lost update)."""
-    import threading
-    import time
-
-    from django.db import connections, transaction
-
-    from controlplane.metrics.services import metrics_ingest, parse_points
 
     def batch(points: dict[int, float]):
         return parse_points(
@@ -115,8 +120,6 @@ def test_a_batch_waits_for_a_concurrent_one_into_the_same_series(owner: Persona,
 
 
 def wait_rolled_up(run: Run, keys: int, timeout: float = 60.0) -> list[MetricSeries]:
-    import time
-
     deadline = time.monotonic() + timeout
     while True:
         series = list(MetricSeries.objects.filter(run=run).select_related("mark").order_by("key"))
@@ -131,13 +134,6 @@ def race(run: Run, key: str, appends: Callable[[], None]) -> int:
     """Run `appends` on a thread of its own while this one rolls the series up in SQL over and
     over, as another process would, until the appends end; then once more, until its rollup
     lock is free. Returns the series merged here."""
-    import threading
-    import time
-
-    from django.db import connections
-
-    from controlplane.metrics import merger
-
     done = threading.Event()
 
     def appender() -> None:
@@ -164,8 +160,6 @@ def race(run: Run, key: str, appends: Callable[[], None]) -> int:
 def test_appends_are_rolled_up_after_commit_by_the_merger_thread(owner: Persona, run: Run, settings):
     """Over HTTP, committed for real: each append returns before its rollups exist, and the
     process' merger thread rolls every series up shortly after, batches coalesced."""
-    from tests.controlplane.test_metrics_api import expected_rollups, post, stored_rollups
-
     settings.METRICS_ROLLUP_DELAY_S = 0.05
     values: dict[str, dict[int, float]] = {"x": {}, "y": {}}
     for start in range(0, 4000, 500):
@@ -181,10 +175,6 @@ def test_appends_are_rolled_up_after_commit_by_the_merger_thread(owner: Persona,
 def test_the_sweeper_rolls_up_what_no_process_did(owner: Persona, run: Run, monkeypatch: pytest.MonkeyPatch):
     """Points appended by a process that stopped before its merger ran (here: one whose merger
     is never handed the series) are found and rolled up by the beat task."""
-    from controlplane.metrics import merger, tasks
-    from controlplane.metrics.services import metrics_ingest, parse_points
-    from tests.controlplane.test_metrics_api import expected_rollups, stored_rollups
-
     scheduled: list[list[int]] = []
     monkeypatch.setattr(merger, "schedule", lambda ids, chunks=None: scheduled.append(ids))
     points = [{"key": k, "step": s, "value": float(s * (i + 1))} for i, k in enumerate("abc") for s in range(70)]
@@ -200,13 +190,6 @@ def test_the_sweeper_rolls_up_what_no_process_did(owner: Persona, run: Run, monk
 def test_appends_never_wait_for_rolling_up_and_no_point_is_rolled_up_twice(owner: Persona, run: Run):
     """The merger holds a series' rollup lock, not its row: appends go on meanwhile, and points
     that commit while a merge runs stay above the mark it sets, for the next merge."""
-    import threading
-
-    from django.db import connections, transaction
-
-    from controlplane.metrics import storage
-    from controlplane.metrics.services import metrics_ingest, parse_points
-    from tests.controlplane.test_metrics_api import expected_rollups, stored_rollups
 
     def append(start: int, n: int = 300) -> None:
         points = [{"key": "z", "step": s, "value": s * 0.25} for s in range(start, start + n)]
@@ -248,10 +231,6 @@ def test_held_points_and_another_process_racing_on_one_series_roll_up_each_point
     process (here: this thread) appends some batches itself and rolls the series up in SQL from
     the points read back, as a second web process or the sweeper would. Chunks then go stale or
     stop chaining mid-way; every point must still be rolled up exactly once."""
-    from controlplane.metrics import merger
-    from controlplane.metrics.services import metrics_ingest, parse_points
-    from tests.controlplane.test_metrics_api import expected_rollups, stored_rollups
-
     settings.METRICS_ROLLUP_DELAY_S = 0.01
     appends = iter(range(10**6))
     schedule = merger.schedule
