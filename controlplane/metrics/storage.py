@@ -290,53 +290,114 @@ def merge_pending(cur: CursorWrapper, ids: list[int]) -> dict[int, Mark]:
     return {**old, **new}
 
 
-# Rollup rows computed in numpy (controlplane.metrics.aggregate), on their way in: sums travel
-# as text, the shortest exact decimal, and become numeric in the merge.
+# Rollup rows computed in numpy (controlplane.metrics.aggregate), on their way in. Nearly all are
+# `fresh`: past the bucket that held their series' mark, so no stored row has their key, and
+# they go by binary COPY straight into the rollups table. The few others (the first bucket of
+# each level, which the last round may have started) go through ROLLUP_STAGE into an upsert.
 ROLLUP_STAGE = "_metrics_rollup_stage"
 _ROLLUP_SETUP = f"""
 SET LOCAL client_min_messages = warning;
 CREATE TEMP TABLE IF NOT EXISTS {ROLLUP_STAGE} (
-    series_id int8, level int2, bucket int8, count int8, min float8, max float8, last_step int8,
-    last_value float8, fresh bool, sum text) ON COMMIT DELETE ROWS;
+    series_id int8, level int2, bucket int8, count int8, min float8, max float8, sum numeric, last_step int8,
+    last_value float8) ON COMMIT DELETE ROWS;
 DELETE FROM {ROLLUP_STAGE};
 """
-_ROLLUP_ROW = np.dtype(
-    [("fields", ">i2"), ("sid_len", ">i4"), ("sid", ">i8"), ("level_len", ">i4"), ("level", ">i2"),
-     ("bucket_len", ">i4"), ("bucket", ">i8"), ("count_len", ">i4"), ("count", ">i8"),
-     ("min_len", ">i4"), ("min", ">f8"), ("max_len", ">i4"), ("max", ">f8"),
-     ("last_step_len", ">i4"), ("last_step", ">i8"), ("last_value_len", ">i4"), ("last_value", ">f8"),
-     ("fresh_len", ">i4"), ("fresh", "u1")]
-)  # fmt: skip
+_ROLLUP_COLUMNS = "series_id, level, bucket, count, min, max, sum, last_step, last_value"
+_NUMERIC_NAN, _NUMERIC_POS_INF, _NUMERIC_NEG_INF, _NUMERIC_NEG = 0xC000, 0xD000, 0xF000, 0x4000
 
 
-def _copy_buckets(cur: CursorWrapper, levels: list[Buckets], old_last: np.ndarray) -> None:
-    """One binary COPY of these buckets into ROLLUP_STAGE, every row laid out by numpy (the sums
-    are the only per-row Python: their text). `old_last[i]`: the mark of the series of bucket
-    row i (-1: none); buckets past the one holding it cannot exist yet (`fresh`).
+def _numerics(text: np.ndarray) -> np.ndarray:
+    """Decimals, written as `str(Decimal)` writes them (NUL-padded bytes: -?D+(.D+)?(E[+-]D+)?,
+    NaN, Infinity, -Infinity), in numeric's binary form, every one as wide as the widest: each
+    is padded with zero base-10000 digits after its last, which numeric's input strips again
+    (value and scale stay). Read in numpy, character by character, with no Python per value;
+    per-character arrays are int16 (positions, digits and powers of ten all fit), because on
+    small machines allocating large temporaries costs more than the arithmetic."""
+    n, width = len(text), text.dtype.itemsize
+    chars = text.view(np.uint8).reshape(n, width)
+    rows = np.arange(n)
+    column = np.arange(width, dtype=np.int16)
+    length = np.count_nonzero(chars, axis=1).astype(np.int16)
+    negative = chars[:, 0] == ord("-")
+    lead = chars[rows, negative.astype(np.intp)]
+    nan, infinite = lead == ord("N"), lead == ord("I")
+    finite = ~(nan | infinite)
+    is_e = chars == ord("E")
+    has_e = is_e.any(axis=1)
+    mantissa_end = np.where(has_e, is_e.argmax(axis=1), length).astype(np.int16)
+    is_dot = chars == ord(".")
+    has_dot = is_dot.any(axis=1)
+    dot = np.where(has_dot, is_dot.argmax(axis=1), mantissa_end).astype(np.int16)
+    digit = chars.astype(np.int16) - ord("0")
+    # The exponent after E (at most 4 digits): its sign, then its digits.
+    exp_digit = (column >= (mantissa_end + 2)[:, None]) & (column < length[:, None])
+    power = np.minimum(length[:, None] - 1 - column, 4) * exp_digit
+    exponent = (np.where(exp_digit, digit, 0) * np.array([1, 10, 100, 1000, 10000], np.int16)[power]).sum(
+        axis=1, dtype=np.int64
+    )
+    exp_sign = chars[rows, np.minimum(mantissa_end + 1, width - 1)]
+    exponent = np.where(has_e & (exp_sign == ord("-")), -exponent, exponent)
+    exponent -= np.where(has_dot, mantissa_end - dot - 1, 0)  # value = digits * 10**exponent
+    exponent = np.where(finite, exponent, 0)
+    # Each mantissa digit's power of ten in the value, then its base-10000 digit (group).
+    mantissa_digit = finite[:, None] & (column >= negative[:, None]) & (column < mantissa_end[:, None]) & ~is_dot
+    place = (mantissa_end - 1 + exponent.astype(np.int16))[:, None] - column
+    place -= has_dot[:, None] & (column < dot[:, None])
+    group = place // 4
+    top = np.where(finite, np.where(mantissa_digit, group, np.iinfo(np.int16).min).max(axis=1), 0)
+    groups = int((top - np.where(finite, exponent // 4, 0)).max()) + 1  # of the widest (1: specials)
+    slot = (rows[:, None] * groups + (top[:, None] - group))[mantissa_digit]
+    values = (digit * np.array([1, 10, 100, 1000], np.int16)[place - 4 * group])[mantissa_digit]
+    digits = np.bincount(slot, weights=values, minlength=n * groups).astype(">i2")  # exact in float64
+    out = np.zeros(n, dtype=[("ndigits", ">i2"), ("weight", ">i2"), ("sign", ">u2"), ("dscale", ">u2"),
+                             ("digits", ">i2", (groups,))])  # fmt: skip
+    out["ndigits"] = groups
+    out["weight"] = top
+    out["sign"] = np.select(
+        [nan, infinite & negative, infinite, negative],
+        [_NUMERIC_NAN, _NUMERIC_NEG_INF, _NUMERIC_POS_INF, _NUMERIC_NEG],
+        0,
+    )
+    out["dscale"] = np.maximum(0, -exponent)
+    out["digits"] = digits.reshape(n, groups)
+    return out
 
-    Every sum is sent space-padded to the width of the longest (numeric's input ignores
-    surrounding spaces), so that rows are all one width: a structured array whose bytes are the
-    COPY data, instead of a scatter of variable-length rows byte by byte, which cost more than
-    aggregating the points did."""
-    sums = np.array([str(x) for b in levels for x in b.sum], dtype=np.bytes_)  # as wide as the longest
-    text = sums.view(np.uint8)  # numpy pads the shorter ones with NUL bytes
-    text[text == 0] = ord(" ")
-    row = np.dtype([*_ROLLUP_ROW.descr, ("sum_len", ">i4"), ("sum", sums.dtype)])
+
+def _copy_buckets(cur: CursorWrapper, levels: list[Buckets], old_last: np.ndarray) -> bool:
+    """Store these buckets: binary COPY of the fresh ones into the rollups table, and of the
+    others into ROLLUP_STAGE (True when there are any, for _MERGE_STAGED). Every row is laid
+    out by numpy, all of one width (see _numerics), so that the rows are one structured array
+    whose bytes are the COPY data. `old_last[i]`: the mark of the series of bucket row i (-1:
+    none); buckets past the one holding it cannot exist yet (`fresh`)."""
+    sums = _numerics(np.array([str(x) for b in levels for x in b.sum], dtype=np.bytes_))
+    row = np.dtype(
+        [("fields", ">i2"), ("sid_len", ">i4"), ("sid", ">i8"), ("level_len", ">i4"), ("level", ">i2"),
+         ("bucket_len", ">i4"), ("bucket", ">i8"), ("count_len", ">i4"), ("count", ">i8"),
+         ("min_len", ">i4"), ("min", ">f8"), ("max_len", ">i4"), ("max", ">f8"),
+         ("sum_len", ">i4"), ("sum", sums.dtype),
+         ("last_step_len", ">i4"), ("last_step", ">i8"), ("last_value_len", ">i4"), ("last_value", ">f8")]
+    )  # fmt: skip
     rows = np.empty(len(sums), dtype=row)
     names = row.names or ()
     rows["fields"] = len(names[2::2])
     for length, value in zip(names[1::2], names[2::2], strict=True):
         rows[length] = row[value].itemsize
+    fresh = np.empty(len(rows), dtype=bool)
     at = 0
     for b in levels:
         part = rows[at : at + len(b)]
         part["sid"], part["level"], part["bucket"], part["count"] = b.series, b.level, b.bucket, b.count
         part["min"], part["max"], part["last_step"], part["last_value"] = b.min, b.max, b.last_step, b.last_value
-        part["fresh"] = b.bucket > (old_last[at : at + len(b)] >> (SHIFT * b.level))
+        fresh[at : at + len(b)] = b.bucket > (old_last[at : at + len(b)] >> (SHIFT * b.level))
         at += len(b)
     rows["sum"] = sums
-    with cur.copy(f"COPY {ROLLUP_STAGE} FROM STDIN (FORMAT BINARY)") as copy:
-        copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
+    for into, picked in (("metrics_metricrollup", rows[fresh]), (ROLLUP_STAGE, rows[~fresh])):
+        if len(picked):
+            if into == ROLLUP_STAGE:
+                cur.execute(_ROLLUP_SETUP)
+            with cur.copy(f"COPY {into} ({_ROLLUP_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.write(_COPY_HEADER + picked.tobytes() + _COPY_TRAILER)
+    return not fresh.all()
 
 
 def merge_appended(cur: CursorWrapper, held: dict[int, list[Chunk]]) -> tuple[list[int], list[int]]:
@@ -394,9 +455,7 @@ def merge_appended(cur: CursorWrapper, held: dict[int, list[Chunk]]) -> tuple[li
             b = b.take(top[np.searchsorted(chained, b.series)] >= b.level)
             if len(b):
                 rows.append(b)
-        if rows:
-            cur.execute(_ROLLUP_SETUP)
-            _copy_buckets(cur, rows, np.concatenate([mark[np.searchsorted(chained, b.series)] for b in rows]))
+        if rows and _copy_buckets(cur, rows, np.concatenate([mark[np.searchsorted(chained, b.series)] for b in rows])):
             cur.execute(_MERGE_STAGED)
     if upto:
         _refresh(cur, touched=None, old=merged, levels=levels, upto=upto)
@@ -515,25 +574,20 @@ d AS (SELECT d.*, lv.old_last IS NULL OR d.bucket > lv.old_last >> ({SHIFT} * d.
 # compare, last goes to the later step. Buckets past the one that held the series' last step
 # cannot exist yet (`fresh`): those (nearly all of an append) take a plain INSERT, half the cost
 # of the upsert the others need.
-_MERGE_ROWS = """plain AS (
-    INSERT INTO metrics_metricrollup (series_id, level, bucket, count, min, max, sum, last_step, last_value)
-    SELECT series_id, level, bucket, count, min, max, sum, last_step, last_value FROM d WHERE fresh
-)
-INSERT INTO metrics_metricrollup AS r (series_id, level, bucket, count, min, max, sum, last_step, last_value)
-SELECT series_id, level, bucket, count, min, max, sum, last_step, last_value FROM d WHERE NOT fresh
+_UPSERT = f"""
+INSERT INTO metrics_metricrollup AS r ({_ROLLUP_COLUMNS})
+SELECT {_ROLLUP_COLUMNS} FROM {{source}}
 ORDER BY series_id, level, bucket
 ON CONFLICT (series_id, level, bucket) DO UPDATE SET
     count = r.count + EXCLUDED.count, min = LEAST(r.min, EXCLUDED.min), max = GREATEST(r.max, EXCLUDED.max),
     sum = r.sum + EXCLUDED.sum, last_step = GREATEST(r.last_step, EXCLUDED.last_step),
     last_value = CASE WHEN EXCLUDED.last_step > r.last_step THEN EXCLUDED.last_value ELSE r.last_value END
 """
-
-# The same, of the buckets merge_appended staged.
-_MERGE_STAGED = f"""
-WITH d AS (
-    SELECT series_id, level, bucket, count, min, max, sum::numeric AS sum, last_step, last_value, fresh
-    FROM {ROLLUP_STAGE}),
-{_MERGE_ROWS}"""
+_MERGE_ROWS = f"""plain AS (
+    INSERT INTO metrics_metricrollup ({_ROLLUP_COLUMNS}) SELECT {_ROLLUP_COLUMNS} FROM d WHERE fresh
+){_UPSERT.format(source="d WHERE NOT fresh")}"""
+# The same for the buckets merge_appended staged: the fresh ones went straight in by COPY.
+_MERGE_STAGED = _UPSERT.format(source=ROLLUP_STAGE)
 
 
 def _merge_sql(top: int, source: str) -> str:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import math
 import random
 import sys
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any
 
 import numpy as np
 import pytest
+from django.db import connection
 
-from controlplane.metrics import merger
-from controlplane.metrics.aggregate import shortest_decimals
+from controlplane.metrics import merger, storage
+from controlplane.metrics.aggregate import EXACT, shortest_decimals
 from controlplane.metrics.models import MetricSeries
 from controlplane.metrics.services import metrics_ingest, parse_points
 from controlplane.metrics.storage import Chunk
@@ -39,6 +40,42 @@ def test_shortest_decimals_are_the_digits_repr_and_postgres_write() -> None:
     assert special[0] == Decimal("1.5") and special[1].is_nan()
     assert special[2:] == [Decimal("Infinity"), Decimal("-Infinity")]
     assert shortest_decimals(np.array([], dtype=np.float64)) == []
+
+
+def test_sums_go_to_postgres_in_binary_as_the_numerics_their_text_gives() -> None:
+    """storage._numerics writes a round's sums in numeric's binary form, padded to one width:
+    PostgreSQL must read back each one with the value and scale its text gives, from zero and
+    -0 through NaN and ±Infinity to exact sums hundreds of digits long."""
+    rng = random.Random(3)
+    sums = [Decimal(x) for x in ["0", "-0", "0E-7", "1E+16", "1E-7", "1.5E-7", "-0.001", "9999", "10000", "100",
+                                 "-99990000.00001", "12345678901234567890.123", "5E-324", "NaN", "Infinity",
+                                 "-Infinity"]]  # fmt: skip
+    with localcontext(EXACT):
+        for _ in range(1500):
+            terms = [rng.choice(AWKWARD) if rng.random() < 0.3 else rng.gauss(0, 1) * 10.0 ** rng.randint(-330, 300)
+                     for _ in range(rng.randint(1, 9))]  # fmt: skip
+            sums.append(sum(map(Decimal, map(repr, terms)), Decimal(0)))
+    text = np.array([str(x) for x in sums], dtype=np.bytes_)
+    numerics = storage._numerics(text)
+    assert numerics.dtype.itemsize > 300  # some of these sums span the float range
+    rows = np.zeros(len(sums), dtype=[("fields", ">i2"), ("i_len", ">i4"), ("i", ">i4"), ("sum_len", ">i4"),
+                                      ("sum", numerics.dtype)])  # fmt: skip
+    rows["fields"], rows["i_len"], rows["i"], rows["sum_len"] = 2, 4, np.arange(len(sums)), numerics.dtype.itemsize
+    rows["sum"] = numerics
+    with connection.cursor() as cur:
+        cur.execute(
+            "CREATE TEMP TABLE binary_sums (i int4, sum numeric); CREATE TEMP TABLE text_sums (i int4, sum numeric)"
+        )
+        with cur.copy("COPY binary_sums FROM STDIN (FORMAT BINARY)") as copy:
+            copy.write(storage._COPY_HEADER + rows.tobytes() + storage._COPY_TRAILER)
+        cur.execute("INSERT INTO text_sums SELECT i, s::numeric FROM unnest(%s::text[]) WITH ORDINALITY AS t(s, i)",
+                    [[str(x) for x in sums]])  # fmt: skip
+        cur.execute(
+            "SELECT b.i, b.sum::text, t.sum::text FROM binary_sums b JOIN text_sums t ON t.i = b.i + 1 ORDER BY b.i"
+        )
+        got = cur.fetchall()
+    assert len(got) == len(sums)
+    assert [(i, binary) for i, binary, _ in got] == [(i, text) for i, _, text in got]
 
 
 def value(rng: random.Random) -> float:
