@@ -73,6 +73,11 @@ describe("formatTicks", () => {
     expect(formatTicks([0, 1000, 2000])).toEqual(["0", "1000", "2000"]);
   });
 
+  it("keeps fixed notation for a series that varies only in a late digit", () => {
+    expect(formatTicks([0.1006, 0.10065, 0.1007])).toEqual(["0.10060", "0.10065", "0.10070"]);
+    expect(formatTicks([1234.5, 1234.50001])).toEqual(["1234.50000", "1234.50001"]);
+  });
+
   it("switches to scientific notation for very fine or very large ticks", () => {
     expect(formatTicks([0, 0.00001, 0.00002])).toEqual(["0", "1e-5", "2e-5"]);
     expect(formatTicks([2e6, 4e6])).toEqual(["2e+6", "4e+6"]);

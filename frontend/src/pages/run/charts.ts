@@ -111,7 +111,11 @@ export function formatTicks(splits: readonly number[]): string[] {
   const tolerance = Number.isFinite(step) ? step * 1e-6 : 1e-12;
   let decimals = 0;
   while (decimals < 12 && finite.some((v) => Math.abs(Number(v.toFixed(decimals)) - v) > tolerance)) decimals += 1;
-  if (maxAbs < 1e6 && decimals <= 4) return splits.map((v) => (Number.isFinite(v) ? v.toFixed(decimals) : ""));
+  // Fixed notation while it stays short: up to 4 decimals, or up to 8 when the values are not
+  // tiny (a series that varies in its fourth significant digit, like memory in GB, reads as
+  // 0.10065, not 1.0065e-1).
+  const fixed = maxAbs < 1e6 && (decimals <= 4 || (maxAbs >= 1e-2 && decimals <= 8));
+  if (fixed) return splits.map((v) => (Number.isFinite(v) ? v.toFixed(decimals) : ""));
   // Very large or very fine: scientific notation with the fewest digits that keep labels distinct.
   for (let digits = 0; digits <= 6; digits++) {
     const labels = splits.map((v) => (v === 0 ? "0" : v.toExponential(digits)));
