@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +30,10 @@ FORMATS = ("auto", "tensorboard", "jsonl")
 # the database itself (benchmarks/ingest.py). A 413 halves the batch anyway.
 DEFAULT_BATCH = 20_000
 MAX_BATCH = 50_000
+# Requests in flight at once (one per sender, see send_all): two let the server store one batch
+# while the next is read and sent, at no cost to the order of any series' points.
+DEFAULT_PARALLEL = 2
+MAX_PARALLEL = 16
 MAX_KEY_LEN = 250
 MAX_STEP = 2**63 - 1
 # What the control plane accepts in a key (controlplane/metrics/services.py KEY_RE).
@@ -267,20 +272,55 @@ def send_all(
     display: Display,
     *,
     batch: int,
+    parallel: int = DEFAULT_PARALLEL,
 ) -> None:
-    """The second pass. Keys are mapped as in the check, which already proved the mapping."""
-    sender = Sender(api, run_id, batch)
-    pending: list[Point] = []
-    for point in read_points(sources, KeyMap(), Summary()):
-        pending.append(point)
-        if len(pending) >= batch:
-            sender.send(pending)
-            progress.sent += len(pending)
-            pending = []
+    """The second pass. Keys are mapped as in the check, which already proved the mapping.
+
+    Keys are dealt to `parallel` senders, round robin in the order they first appear, and each
+    sender posts its batches one after another: a series' points still arrive in step order, so
+    every batch is an append (the server's fast path), while the senders' requests, and the
+    reading of the next batch, overlap. A sender whose request fails stops the import once the
+    others' requests in flight have ended, so `progress.sent` counts every point stored."""
+    senders = [Sender(api, run_id, batch) for _ in range(parallel)]
+    pending: list[list[Point]] = [[] for _ in senders]
+    flight: list[Future[int] | None] = [None] * parallel
+    shard: dict[str, int] = {}
+
+    def post(sender: Sender, points: list[Point]) -> int:
+        sender.send(points)
+        return len(points)
+
+    def settle(i: int) -> None:
+        done, flight[i] = flight[i], None
+        if done is not None:
+            progress.sent += done.result()
             display.show(progress)
-    if pending:
-        sender.send(pending)
-        progress.sent += len(pending)
+
+    def submit(i: int) -> None:
+        for j, busy in enumerate(flight):  # whatever has ended: counted, and a failure raised now
+            if busy is not None and busy.done():
+                settle(j)
+        settle(i)
+        flight[i] = pool.submit(post, senders[i], pending[i])
+        pending[i] = []
+
+    with ThreadPoolExecutor(parallel, thread_name_prefix="barrel-import") as pool:
+        try:
+            for point in read_points(sources, KeyMap(), Summary()):
+                i = shard.setdefault(point.key, len(shard) % parallel)
+                pending[i].append(point)
+                if len(pending[i]) >= batch:
+                    submit(i)
+            for i, points in enumerate(pending):
+                if points:
+                    submit(i)
+            for i in range(parallel):
+                settle(i)
+        except BaseException:
+            for done in filter(None, flight):
+                if not done.cancel() and done.exception() is None:
+                    progress.sent += done.result()
+            raise
     progress.phase = "done"
     display.show(progress, force=True)
     display.end_line()
@@ -348,6 +388,7 @@ def run_import(
     name: str | None,
     batch: int,
     out: TextIO,
+    parallel: int = DEFAULT_PARALLEL,
     tty: bool | None = None,
 ) -> int:
     sources = collect_sources(paths, fmt)
@@ -369,7 +410,7 @@ def run_import(
     progress = Progress(run_id=run_id, total=summary.points, keys=len(summary.keys))
     display.show(progress, force=True)
     try:
-        send_all(api, run_id, sources, progress, display, batch=batch)
+        send_all(api, run_id, sources, progress, display, batch=batch, parallel=parallel)
     except CliError as exc:
         display.end_line()
         exc.hint = (exc.hint + "; " if exc.hint else "") + (

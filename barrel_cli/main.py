@@ -20,7 +20,7 @@ from barrel_cli.client import Api
 from barrel_cli.config import DEFAULT_URL, config_path, load_config, normalize_url, resolve_credentials, save_config
 from barrel_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError
 from barrel_cli.formatting import project_label, runs_table
-from barrel_cli.importer import DEFAULT_BATCH, FORMATS, MAX_BATCH, run_import
+from barrel_cli.importer import DEFAULT_BATCH, DEFAULT_PARALLEL, FORMATS, MAX_BATCH, MAX_PARALLEL, run_import
 from barrel_cli.submission import build_submission
 from barrel_cli.watch import watch
 
@@ -95,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_BATCH,
         metavar="N",
         help=f"points per request (default {DEFAULT_BATCH}, at most {MAX_BATCH})",
+    )
+    p.add_argument(
+        "--parallel",
+        type=_positive_int,
+        default=DEFAULT_PARALLEL,
+        metavar="N",
+        help=f"requests in flight at once, keys dealt among them (default {DEFAULT_PARALLEL}, at most {MAX_PARALLEL})",
     )
     return parser
 
@@ -251,6 +258,7 @@ def cmd_import(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             name=args.name,
             batch=min(args.batch_size, MAX_BATCH),
             out=sys.stdout,
+            parallel=min(args.parallel, MAX_PARALLEL),
         )
 
 

@@ -7,8 +7,10 @@ import json
 import math
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
+from django.utils import timezone
 from tensorboardX import SummaryWriter
 from tensorboardX.proto.summary_pb2 import Summary, SummaryMetadata
 from tensorboardX.proto.tensor_pb2 import TensorProto
@@ -16,6 +18,7 @@ from tensorboardX.proto.tensor_shape_pb2 import TensorShapeProto
 
 from barrel_cli import tfevents
 from barrel_cli.main import main
+from controlplane.metrics import storage
 from controlplane.metrics.models import MetricPoint
 from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.teams.models import Project
@@ -146,6 +149,45 @@ def test_batches_shrink_to_the_servers_limit_and_wait_out_rate_limits(env, targe
     settings.METRICS_RATE_LIMIT_RPS = 2
     assert main(["import", str(log), "--run", str(target.id), "--batch-size", "1000"], environ=env) == 0
     assert same(stored(target), {("x", s): float(s) for s in range(1200)})
+
+
+def test_keys_are_dealt_among_parallel_senders_and_every_batch_is_an_append(
+    env, target: Run, tmp_path: Path, capsys, monkeypatch
+):
+    """--parallel 3: keys go round robin to three senders, each posting its batches in order, so
+    every series' points still arrive in step order: no batch takes the server's slow path (the
+    one that locks rollups), and every point is stored once."""
+    slow: list[list[int]] = []
+    lock_rollups = storage.lock_rollups
+
+    def spy(cur: Any, ids: list[int]) -> None:
+        slow.append(ids)
+        lock_rollups(cur, ids)
+
+    monkeypatch.setattr(storage, "lock_rollups", spy)
+    keys = [f"k{i}" for i in range(7)]
+    log = tmp_path / "m.jsonl"
+    log.write_text(
+        "".join(json.dumps({"step": s, **{k: s + i / 8 for i, k in enumerate(keys)}}) + "\n" for s in range(3000))
+    )
+    argv = ["import", str(log), "--run", str(target.id), "--batch-size", "1000", "--parallel", "3"]
+    assert main(argv, environ=env) == 0
+    assert same(stored(target), {(k, s): s + i / 8 for i, k in enumerate(keys) for s in range(3000)})
+    assert slow == []
+    assert f"imported {3000 * len(keys):,} points" in capsys.readouterr().out
+
+
+def test_a_refused_batch_stops_every_sender_and_says_how_far_it_got(env, target: Run, tmp_path: Path, capsys, settings):
+    """The run ended long ago: the server answers 409 to each sender's first batch, and the
+    import stops with that message, after the other sender's request has ended too."""
+    Run.objects.filter(id=target.id).update(status=RunStatus.SUCCEEDED, finished_at=timezone.now())
+    settings.METRICS_FINISHED_GRACE_S = 0
+    log = tmp_path / "m.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "a": s, "b": -s}) + "\n" for s in range(100)))
+    assert main(["import", str(log), "--run", str(target.id), "--parallel", "2"], environ=env) != 0
+    err = capsys.readouterr().err
+    assert "takes no more metrics" in err and "0 points were sent" in err
+    assert stored(target) == {}
 
 
 def corrupt(path: Path, offset_from_end: int) -> None:
