@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
+from controlplane.metrics import merger
 from controlplane.runs import services as run_services
 from controlplane.runs.models import Attempt, Run, RunToken
 from controlplane.teams.models import Membership, Project, Role, Team
@@ -91,14 +93,17 @@ def run_client(run: Run) -> APIClient:
 
 
 @pytest.fixture
-def live_url(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+def live_url(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The URL of pytest-django's live server, for tests that drive it with a real client."""
     from django.db import connections
 
     # The live server answers each request on a new thread; a persistent connection would
     # outlive it and keep the test database from being dropped at the end of the session.
     monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
-    return str(live_server.url)
+    yield str(live_server.url)
+    # Appends through the live server commit, so this process' merger rolls them up a moment
+    # later: the database is emptied after the test only once it is done (else they deadlock).
+    assert merger.wait_idle(60), "the rollup merger was still busy a minute after the test"
 
 
 @pytest.fixture(scope="session")

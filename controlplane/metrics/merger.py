@@ -91,6 +91,7 @@ class _Merger:
         self._pending: set[int] = set()
         self._held: Held = {}
         self._held_points = 0
+        self._busy = False  # a round is running
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
@@ -139,6 +140,7 @@ class _Merger:
             with self._cond:
                 ids, self._pending = self._pending, set()
                 held, self._held, self._held_points = self._held, {}, 0
+                self._busy = True
             try:
                 _, busy = roll_up(ids, held)
             except Exception:
@@ -148,8 +150,14 @@ class _Merger:
                 time.sleep(1.0)
             finally:
                 connection.close()  # back to the pool until the next round
+                with self._cond:
+                    self._busy = False
             if busy:
                 self._requeue(busy, held)
+
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._pending and not self._busy
 
 
 _merger = _Merger()
@@ -159,3 +167,15 @@ def schedule(ids: Iterable[int], chunks: dict[int, storage.Chunk] | None = None)
     """Have these series rolled up soon, by this process' merger thread, from the points an
     append added to them (`chunks`) where it has them."""
     _merger.schedule(ids, chunks)
+
+
+def wait_idle(timeout_s: float) -> bool:
+    """Wait until this process' merger has nothing scheduled and no round running: True then,
+    False when that takes longer than timeout_s. For whatever must not run beside a round, such
+    as a test database being emptied after a test whose appends committed."""
+    deadline = time.monotonic() + timeout_s
+    while not _merger.idle():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
