@@ -246,7 +246,9 @@ class Sender:
         self.batch = batch
         self.sleep = sleep
 
-    def send(self, points: list[Point]) -> None:
+    def send(self, points: list[Point]) -> int:
+        """Post these points; returns how many."""
+        total = len(points)
         waits = 0
         while points:
             chunk = points[: self.batch]
@@ -262,6 +264,7 @@ class Sender:
                     continue
                 raise
             points = points[len(chunk) :]
+        return total
 
 
 def send_all(
@@ -286,10 +289,6 @@ def send_all(
     flight: list[Future[int] | None] = [None] * parallel
     shard: dict[str, int] = {}
 
-    def post(sender: Sender, points: list[Point]) -> int:
-        sender.send(points)
-        return len(points)
-
     def settle(i: int) -> None:
         done, flight[i] = flight[i], None
         if done is not None:
@@ -301,7 +300,7 @@ def send_all(
             if busy is not None and busy.done():
                 settle(j)
         settle(i)
-        flight[i] = pool.submit(post, senders[i], pending[i])
+        flight[i] = pool.submit(senders[i].send, pending[i])
         pending[i] = []
 
     with ThreadPoolExecutor(parallel, thread_name_prefix="barrel-import") as pool:

@@ -181,24 +181,35 @@ class Points:
     times: list[int]
 
 
+def _binary_rows(row: np.dtype[Any], n: int) -> np.ndarray:
+    """n rows of a binary COPY: `row` is a field count, then (length, value) per column; the
+    count and lengths are filled in, the values are the caller's."""
+    rows = np.empty(n, dtype=row)
+    names = row.names or ()
+    rows["fields"] = len(names[2::2])
+    for length, value in zip(names[1::2], names[2::2], strict=True):
+        rows[length] = row[value].itemsize
+    return rows
+
+
+def copy_binary(cur: CursorWrapper, into: str, columns: str, rows: np.ndarray) -> None:
+    """One binary COPY of `rows` (a structured array whose bytes are the rows) into `into`."""
+    with cur.copy(f"COPY {into} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
+
+
 def _copy(cur: CursorWrapper, points: Points, *, into: str, row: np.dtype[Any]) -> None:
     """One binary COPY of the points (with their index i when `row` has it), the rows built
     column by column in numpy: no per-point Python."""
-    rows = np.empty(len(points.steps), dtype=row)
-    names = row.names or ()
-    values = names[2::2]
-    rows["fields"] = len(values)
-    for length, value in zip(names[1::2], values, strict=True):
-        rows[length] = row[value].itemsize
+    rows = _binary_rows(row, len(points.steps))
+    values = (row.names or ())[2::2]
     if "i" in values:
         rows["i"] = np.arange(len(rows), dtype=np.int32)
     rows["sid"] = np.asarray(points.series_ids, dtype=np.int64)[np.asarray(points.key_index, dtype=np.intp)]
     rows["step"] = points.steps
     rows["value"] = points.values
     rows["time"] = points.times
-    columns = ", ".join("series_id" if value == "sid" else value for value in values)
-    with cur.copy(f"COPY {into} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
+    copy_binary(cur, into, ", ".join("series_id" if value == "sid" else value for value in values), rows)
 
 
 def append(cur: CursorWrapper, points: Points, summary: Append) -> None:
@@ -338,14 +349,14 @@ def _numerics(text: np.ndarray) -> np.ndarray:
     exp_sign = chars[rows, np.minimum(mantissa_end + 1, width - 1)]
     exponent = np.where(has_e & (exp_sign == ord("-")), -exponent, exponent)
     exponent -= np.where(has_dot, mantissa_end - dot - 1, 0)  # value = digits * 10**exponent
-    exponent = np.where(finite, exponent, 0)
+    exponent = np.where(finite, exponent, 0)  # NaN and ±Infinity: 0, so weight and scale are 0
     # Each mantissa digit's power of ten in the value, then its base-10000 digit (group).
     mantissa_digit = finite[:, None] & (column >= negative[:, None]) & (column < mantissa_end[:, None]) & ~is_dot
     place = (mantissa_end - 1 + exponent.astype(np.int16))[:, None] - column
     place -= has_dot[:, None] & (column < dot[:, None])
     group = place // 4
     top = np.where(finite, np.where(mantissa_digit, group, np.iinfo(np.int16).min).max(axis=1), 0)
-    groups = int((top - np.where(finite, exponent // 4, 0)).max()) + 1  # of the widest (1: specials)
+    groups = int((top - exponent // 4).max()) + 1  # of the widest (1: specials)
     slot = (rows[:, None] * groups + (top[:, None] - group))[mantissa_digit]
     values = (digit * np.array([1, 10, 100, 1000], np.int16)[place - 4 * group])[mantissa_digit]
     digits = np.bincount(slot, weights=values, minlength=n * groups).astype(">i2")  # exact in float64
@@ -363,12 +374,12 @@ def _numerics(text: np.ndarray) -> np.ndarray:
     return out
 
 
-def _copy_buckets(cur: CursorWrapper, levels: list[Buckets], old_last: np.ndarray) -> bool:
-    """Store these buckets: binary COPY of the fresh ones into the rollups table, and of the
-    others into ROLLUP_STAGE (True when there are any, for _MERGE_STAGED). Every row is laid
-    out by numpy, all of one width (see _numerics), so that the rows are one structured array
-    whose bytes are the COPY data. `old_last[i]`: the mark of the series of bucket row i (-1:
-    none); buckets past the one holding it cannot exist yet (`fresh`)."""
+def _store_buckets(cur: CursorWrapper, levels: list[Buckets], old_last: np.ndarray) -> None:
+    """Merge these buckets into the stored ones: binary COPY of the fresh ones straight into the
+    rollups table, the others through ROLLUP_STAGE into the upsert. Every row is laid out by
+    numpy, all of one width (see _numerics), so that the rows are one structured array whose
+    bytes are the COPY data. `old_last[i]`: the mark of the series of bucket row i (-1: none);
+    buckets past the one holding it cannot exist yet (`fresh`)."""
     sums = _numerics(np.array([str(x) for b in levels for x in b.sum], dtype=np.bytes_))
     row = np.dtype(
         [("fields", ">i2"), ("sid_len", ">i4"), ("sid", ">i8"), ("level_len", ">i4"), ("level", ">i2"),
@@ -377,11 +388,7 @@ def _copy_buckets(cur: CursorWrapper, levels: list[Buckets], old_last: np.ndarra
          ("sum_len", ">i4"), ("sum", sums.dtype),
          ("last_step_len", ">i4"), ("last_step", ">i8"), ("last_value_len", ">i4"), ("last_value", ">f8")]
     )  # fmt: skip
-    rows = np.empty(len(sums), dtype=row)
-    names = row.names or ()
-    rows["fields"] = len(names[2::2])
-    for length, value in zip(names[1::2], names[2::2], strict=True):
-        rows[length] = row[value].itemsize
+    rows = _binary_rows(row, len(sums))
     fresh = np.empty(len(rows), dtype=bool)
     at = 0
     for b in levels:
@@ -391,13 +398,12 @@ def _copy_buckets(cur: CursorWrapper, levels: list[Buckets], old_last: np.ndarra
         fresh[at : at + len(b)] = b.bucket > (old_last[at : at + len(b)] >> (SHIFT * b.level))
         at += len(b)
     rows["sum"] = sums
-    for into, picked in (("metrics_metricrollup", rows[fresh]), (ROLLUP_STAGE, rows[~fresh])):
-        if len(picked):
-            if into == ROLLUP_STAGE:
-                cur.execute(_ROLLUP_SETUP)
-            with cur.copy(f"COPY {into} ({_ROLLUP_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.write(_COPY_HEADER + picked.tobytes() + _COPY_TRAILER)
-    return not fresh.all()
+    if fresh.any():
+        copy_binary(cur, "metrics_metricrollup", _ROLLUP_COLUMNS, rows[fresh])
+    if not fresh.all():
+        cur.execute(_ROLLUP_SETUP)
+        copy_binary(cur, ROLLUP_STAGE, _ROLLUP_COLUMNS, rows[~fresh])
+        cur.execute(_MERGE_STAGED)
 
 
 def merge_appended(cur: CursorWrapper, held: dict[int, list[Chunk]]) -> tuple[list[int], list[int]]:
@@ -455,8 +461,8 @@ def merge_appended(cur: CursorWrapper, held: dict[int, list[Chunk]]) -> tuple[li
             b = b.take(top[np.searchsorted(chained, b.series)] >= b.level)
             if len(b):
                 rows.append(b)
-        if rows and _copy_buckets(cur, rows, np.concatenate([mark[np.searchsorted(chained, b.series)] for b in rows])):
-            cur.execute(_MERGE_STAGED)
+        if rows:
+            _store_buckets(cur, rows, np.concatenate([mark[np.searchsorted(chained, b.series)] for b in rows]))
     if upto:
         _refresh(cur, touched=None, old=merged, levels=levels, upto=upto)
         _set_marks(cur, {sid: Mark(levels[sid], upto[sid]) for sid in upto})

@@ -178,8 +178,8 @@ def test_keys_are_dealt_among_parallel_senders_and_every_batch_is_an_append(
 
 
 def test_a_refused_batch_stops_every_sender_and_says_how_far_it_got(env, target: Run, tmp_path: Path, capsys, settings):
-    """The run ended long ago: the server answers 409 to each sender's first batch, and the
-    import stops with that message, after the other sender's request has ended too."""
+    """The run ended long ago: the server answers 409 to both senders' first batches, and the
+    import stops with that message, counting no point as sent and storing none."""
     Run.objects.filter(id=target.id).update(status=RunStatus.SUCCEEDED, finished_at=timezone.now())
     settings.METRICS_FINISHED_GRACE_S = 0
     log = tmp_path / "m.jsonl"

@@ -58,16 +58,14 @@ def test_sums_go_to_postgres_in_binary_as_the_numerics_their_text_gives() -> Non
     text = np.array([str(x) for x in sums], dtype=np.bytes_)
     numerics = storage._numerics(text)
     assert numerics.dtype.itemsize > 300  # some of these sums span the float range
-    rows = np.zeros(len(sums), dtype=[("fields", ">i2"), ("i_len", ">i4"), ("i", ">i4"), ("sum_len", ">i4"),
-                                      ("sum", numerics.dtype)])  # fmt: skip
-    rows["fields"], rows["i_len"], rows["i"], rows["sum_len"] = 2, 4, np.arange(len(sums)), numerics.dtype.itemsize
-    rows["sum"] = numerics
+    row = np.dtype([("fields", ">i2"), ("i_len", ">i4"), ("i", ">i4"), ("sum_len", ">i4"), ("sum", numerics.dtype)])
+    rows = storage._binary_rows(row, len(sums))
+    rows["i"], rows["sum"] = np.arange(len(sums)), numerics
     with connection.cursor() as cur:
         cur.execute(
             "CREATE TEMP TABLE binary_sums (i int4, sum numeric); CREATE TEMP TABLE text_sums (i int4, sum numeric)"
         )
-        with cur.copy("COPY binary_sums FROM STDIN (FORMAT BINARY)") as copy:
-            copy.write(storage._COPY_HEADER + rows.tobytes() + storage._COPY_TRAILER)
+        storage.copy_binary(cur, "binary_sums", "i, sum", rows)
         cur.execute("INSERT INTO text_sums SELECT i, s::numeric FROM unnest(%s::text[]) WITH ORDINALITY AS t(s, i)",
                     [[str(x) for x in sums]])  # fmt: skip
         cur.execute(
