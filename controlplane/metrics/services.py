@@ -366,23 +366,41 @@ def metrics_ingest(*, run_id: int, points: PointBatch | Sequence[Point]) -> int:
     batch = points if isinstance(points, PointBatch) else PointBatch.of(points)
     if not len(batch):
         return 0
-    changed = _store(run_id, batch)
+    try:
+        changed = _store(run_id, batch, create=False)
+    except _NoSeries as missing:
+        # Created and committed before any series is locked (see storage.lock_series); a
+        # series with no points yet is in no read.
+        with transaction.atomic(), connection.cursor() as cur:
+            storage.create_series(cur, run_id=run_id, names=missing.names)
+        changed = _store(run_id, batch, create=True)
     # Timed to here: the commit (a WAL flush) is part of what a batch costs.
     observability.ingest_observed(points=len(batch), seconds=time.perf_counter() - started)
     return changed
 
 
+class _NoSeries(Exception):
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+
 @transaction.atomic
-def _store(run_id: int, batch: PointBatch) -> int:
+def _store(run_id: int, batch: PointBatch, *, create: bool) -> int:
+    """Store the batch; _NoSeries (and nothing stored) when some key has no series and not `create`."""
     with connection.cursor() as cur:
-        series = storage.lock_series(cur, run_id=run_id, names=batch.names)
+        summary = storage.summarize(
+            key_index=batch.key_index, steps=batch.steps, values=batch.values, keys=len(batch.names)
+        )
+        series, appended = storage.lock_series(cur, run_id=run_id, names=batch.names, summary=summary, create=create)
+        if len(series) < len(batch.names):
+            raise _NoSeries([name for name in batch.names if name not in series])
         states = [series[name] for name in batch.names]
         ids = [s.id for s in states]
         points = storage.Points(ids, batch.key_index, batch.steps, batch.values, batch.times)
-        append = storage.as_append(states=states, key_index=batch.key_index, steps=batch.steps, values=batch.values)
-        if append is not None:
-            storage.append(cur, points, append)
-            transaction.on_commit(partial(merger.schedule, append.ids, append.chunks))
+        if appended:
+            assert summary is not None
+            storage.copy_points(cur, points)
+            transaction.on_commit(partial(merger.schedule, sorted(ids), summary.chunks(states)))
             changed = len(batch)
             event = partial(_points_event, run_id, batch)
         else:

@@ -1,8 +1,9 @@
 """Storing a validated batch: points, series summaries and rollups, in a handful of statements.
 
 Appends (every point above its series' last step, no (series, step) twice) are what reporters
-send nearly always. They take the fast path: one binary COPY straight into the points table and
-one UPDATE of the summaries, computed in numpy, under the series row locks (lock_series).
+send nearly always. They take the fast path, two statements: one that locks the series rows and
+advances their summaries (computed in numpy beforehand, applied only when the rows show the
+batch is an append to each: lock_series), then one binary COPY straight into the points table.
 
 Their rollups (see controlplane.metrics.rollups) come a moment later, off the request path:
 each series' RollupMark says the rollups hold exactly its points up to `rolled_step`, and the
@@ -69,25 +70,119 @@ class SeriesState:
     last_step: int | None
 
 
-def lock_series(cur: CursorWrapper, *, run_id: int, names: list[str]) -> dict[str, SeriesState]:
-    """key → its series as it is, creating missing ones. The rows stay locked until commit,
-    taken first and in id order so that two batches with several keys never deadlock (the
-    summary UPDATE later would lock them too, in whatever order its join yields)."""
-    query = (
-        "SELECT key, id, last_step FROM metrics_metricseries WHERE run_id = %s AND key = ANY(%s) ORDER BY id FOR UPDATE"
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A batch per key, for an append (no (key, step) twice; point i belongs to key_index[i]):
+    key k's points, sorted by step, are steps[starts[k]:ends[k]] (values alike)."""
+
+    counts: list[int]
+    first: list[int]
+    last: list[int]
+    last_value: list[float]
+    steps: np.ndarray
+    values: np.ndarray
+    starts: list[int]
+    ends: list[int]
+
+    def chunks(self, states: list[SeriesState]) -> dict[int, Chunk]:
+        """Series id → the points this batch, stored as an append, added to it (states[k]: key
+        k's series as it was before)."""
+        return {
+            st.id: Chunk(st.last_step, self.steps[a:b], self.values[a:b])
+            for st, a, b in zip(states, self.starts, self.ends, strict=True)
+        }
+
+
+def summarize(*, key_index: list[int], steps: list[int], values: list[float], keys: int) -> Summary | None:
+    """Per key (0..keys-1, every one with a point): how many points, the first and last step,
+    the value at the last; None when a (key, step) comes twice, which no append has."""
+    k = np.asarray(key_index, dtype=np.intp)
+    s = np.asarray(steps, dtype=np.int64)
+    if keys == 1:
+        order = np.argsort(s, kind="stable")
+    else:
+        order = np.lexsort((s, k))
+    ks, ss = k[order], s[order]
+    same = ks[1:] == ks[:-1]
+    if bool(np.any(same & (ss[1:] == ss[:-1]))):
+        return None
+    starts = np.flatnonzero(np.concatenate(([True], ~same)))
+    ends = np.concatenate((starts[1:], [len(ks)]))
+    vs = np.asarray(values, dtype=np.float64)[order]
+    return Summary(
+        counts=(ends - starts).tolist(),
+        first=ss[starts].tolist(),
+        last=ss[ends - 1].tolist(),
+        last_value=vs[ends - 1].tolist(),
+        steps=ss,
+        values=vs,
+        starts=starts.tolist(),
+        ends=ends.tolist(),
     )
-    cur.execute(query, [run_id, names])
-    found = {key: SeriesState(*row) for key, *row in cur.fetchall()}
-    missing = sorted(set(names) - found.keys())
-    if missing:
-        cur.execute(
-            "INSERT INTO metrics_metricseries (run_id, key, created_at, count) "
-            "SELECT %s, k, now(), 0 FROM unnest(%s::text[]) AS k ON CONFLICT (run_id, key) DO NOTHING",
-            [run_id, missing],
-        )
-        cur.execute(query, [run_id, missing])
-        found.update({key: SeriesState(*row) for key, *row in cur.fetchall()})
-    return found
+
+
+_LOCK = (
+    "SELECT key, id, last_step FROM metrics_metricseries WHERE run_id = %(run)s AND key = ANY(%(names)s) "
+    "ORDER BY id FOR UPDATE"
+)
+# The locks of _LOCK and, when every key has its series and the batch is an append to each, the
+# summaries advanced past it, in one round trip. The rows are locked before the UPDATE reaches
+# them (it joins what the lock returned), so they are still locked in id order; each is returned
+# as it was before.
+_LOCK_AND_ADVANCE = f"""
+WITH u AS (
+    SELECT * FROM unnest(%(names)s::text[], %(counts)s::int8[], %(first)s::int8[], %(last)s::int8[],
+                         %(last_value)s::float8[]) AS u(key, n, first, last, last_value)
+), locked AS ({_LOCK}
+), x AS (
+    SELECT locked.*, u.n, u.first, u.last, u.last_value,
+           bool_and(locked.last_step IS NULL OR locked.last_step < u.first) OVER ()
+               AND count(*) OVER () = cardinality(%(names)s::text[]) AS append
+    FROM locked JOIN u USING (key)
+), advanced AS (
+    UPDATE metrics_metricseries s SET
+        count = s.count + x.n, first_step = LEAST(s.first_step, x.first), last_step = x.last,
+        last_value = x.last_value
+    FROM x WHERE s.id = x.id AND x.append
+)
+SELECT key, id, last_step, append FROM x
+"""
+
+
+def lock_series(
+    cur: CursorWrapper, *, run_id: int, names: list[str], summary: Summary | None = None, create: bool = False
+) -> tuple[dict[str, SeriesState], bool]:
+    """key → its series as it was, and whether the batch `summary` describes was an append, whose
+    summaries are now advanced (the points are the caller's to COPY); never with no summary, nor
+    while a key has no series. The rows stay locked until commit, taken in id order so that
+    batches with several keys never deadlock.
+
+    A key with no series is left out, unless `create`: then it is created here. Creating takes
+    the new rows' locks before older ones, out of id order, so batches creating some of the same
+    keys at once can deadlock; callers create series in a transaction of their own first
+    (create_series) and use `create` only for what was deleted again meanwhile."""
+    params: dict[str, Any] = {"run": run_id, "names": names}
+    if summary is not None:
+        params.update(counts=summary.counts, first=summary.first, last=summary.last, last_value=summary.last_value)
+    query = _LOCK_AND_ADVANCE if summary is not None else _LOCK
+    cur.execute(query, params)
+    rows = cur.fetchall()
+    if create and len(rows) < len(names):
+        create_series(cur, run_id=run_id, names=list(set(names) - {row[0] for row in rows}))
+        cur.execute(query, params)  # the rows held stay held; the new ones are locked too
+        rows = cur.fetchall()
+    appended = summary is not None and len(rows) == len(names) and bool(rows[0][3])
+    return {key: SeriesState(sid, last) for key, sid, last, *_ in rows}, appended
+
+
+def create_series(cur: CursorWrapper, *, run_id: int, names: list[str]) -> None:
+    """Create these keys' series (those that exist stay as they are), in key order: two
+    transactions creating some of the same keys then wait for each other in one order."""
+    cur.execute(
+        "INSERT INTO metrics_metricseries (run_id, key, created_at, count) "
+        "SELECT %s, k, now(), 0 FROM unnest(%s::text[]) AS k ON CONFLICT (run_id, key) DO NOTHING",
+        [run_id, sorted(names)],
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,55 +197,6 @@ class Chunk:
     @property
     def last(self) -> int:
         return int(self.steps[-1])
-
-
-@dataclass(frozen=True, slots=True)
-class Append:
-    """An append, summarised per series (ids ascending): how many points, the first and last
-    step, the value at the last step, and each series' points (for its rollups)."""
-
-    ids: list[int]
-    counts: list[int]
-    first: list[int]
-    last: list[int]
-    last_value: list[float]
-    chunks: dict[int, Chunk]
-
-
-def as_append(
-    *, states: list[SeriesState], key_index: list[int], steps: list[int], values: list[float]
-) -> Append | None:
-    """The batch as an append (point i belongs to states[key_index[i]]), or None when some
-    point is not above its series' last step or a (series, step) comes twice."""
-    k = np.asarray(key_index, dtype=np.intp)
-    s = np.asarray(steps, dtype=np.int64)
-    floor = np.array([-1 if st.last_step is None else st.last_step for st in states], dtype=np.int64)
-    if bool(np.any(s <= floor[k])):
-        return None
-    order = np.lexsort((s, k))
-    ks, ss = k[order], s[order]
-    same = ks[1:] == ks[:-1]
-    if bool(np.any(same & (ss[1:] == ss[:-1]))):
-        return None
-    starts = np.flatnonzero(np.concatenate(([True], ~same)))
-    ends = np.concatenate((starts[1:], [len(ks)])) - 1
-    ids = np.array([st.id for st in states], dtype=np.int64)[ks[starts]]
-    by_id = np.argsort(ids)
-    starts, ends = starts[by_id], ends[by_id]
-    vs = np.asarray(values, dtype=np.float64)[order]
-    prev = {st.id: st.last_step for st in states}
-    ids_list = ids[by_id].tolist()
-    return Append(
-        ids=ids_list,
-        counts=(ends - starts + 1).tolist(),
-        first=ss[starts].tolist(),
-        last=ss[ends].tolist(),
-        last_value=vs[ends].tolist(),
-        chunks={
-            sid: Chunk(prev[sid], ss[a : b + 1], vs[a : b + 1])
-            for sid, a, b in zip(ids_list, starts.tolist(), ends.tolist(), strict=True)
-        },
-    )
 
 
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
@@ -212,20 +258,10 @@ def _copy(cur: CursorWrapper, points: Points, *, into: str, row: np.dtype[Any]) 
     copy_binary(cur, into, ", ".join("series_id" if value == "sid" else value for value in values), rows)
 
 
-def append(cur: CursorWrapper, points: Points, summary: Append) -> None:
-    """Store an append (see as_append): COPY into the points table, then the summaries. The
-    rollups are left to merge_pending."""
+def copy_points(cur: CursorWrapper, points: Points) -> None:
+    """Store an append's points (lock_series advanced its summaries): one binary COPY into the
+    points table. The rollups are left to the merger."""
     _copy(cur, points, into="metrics_metricpoint", row=_POINT_ROW)
-    cur.execute(
-        """
-        UPDATE metrics_metricseries s SET
-            count = s.count + u.n, first_step = LEAST(s.first_step, u.first), last_step = u.last,
-            last_value = u.last_value
-        FROM unnest(%s::int8[], %s::int8[], %s::int8[], %s::int8[], %s::float8[]) AS u(id, n, first, last, last_value)
-        WHERE s.id = u.id
-        """,
-        [summary.ids, summary.counts, summary.first, summary.last, summary.last_value],
-    )
 
 
 @dataclass(frozen=True, slots=True)

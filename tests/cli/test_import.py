@@ -7,7 +7,6 @@ import json
 import math
 import struct
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -18,7 +17,6 @@ from tensorboardX.proto.tensor_shape_pb2 import TensorShapeProto
 
 from barrel_cli import tfevents
 from barrel_cli.main import main
-from controlplane.metrics import storage
 from controlplane.metrics.models import MetricPoint
 from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.teams.models import Project
@@ -152,19 +150,11 @@ def test_batches_shrink_to_the_servers_limit_and_wait_out_rate_limits(env, targe
 
 
 def test_keys_are_dealt_among_parallel_senders_and_every_batch_is_an_append(
-    env, target: Run, tmp_path: Path, capsys, monkeypatch
+    env, target: Run, tmp_path: Path, capsys, slow_path: list[list[int]]
 ):
     """--parallel 3: keys go round robin to three senders, each posting its batches in order, so
     every series' points still arrive in step order: no batch takes the server's slow path (the
     one that locks rollups), and every point is stored once."""
-    slow: list[list[int]] = []
-    lock_rollups = storage.lock_rollups
-
-    def spy(cur: Any, ids: list[int]) -> None:
-        slow.append(ids)
-        lock_rollups(cur, ids)
-
-    monkeypatch.setattr(storage, "lock_rollups", spy)
     keys = [f"k{i}" for i in range(7)]
     log = tmp_path / "m.jsonl"
     log.write_text(
@@ -173,7 +163,7 @@ def test_keys_are_dealt_among_parallel_senders_and_every_batch_is_an_append(
     argv = ["import", str(log), "--run", str(target.id), "--batch-size", "1000", "--parallel", "3"]
     assert main(argv, environ=env) == 0
     assert same(stored(target), {(k, s): s + i / 8 for i, k in enumerate(keys) for s in range(3000)})
-    assert slow == []
+    assert slow_path == []
     assert f"imported {3000 * len(keys):,} points" in capsys.readouterr().out
 
 

@@ -329,6 +329,52 @@ def test_keys_lists_every_series_with_its_latest_value(run: Run, run_client: API
     ]
 
 
+def test_summaries_stay_right_whatever_mix_of_appends_a_batch_is(
+    run: Run, run_client: APIClient, owner: Persona, slow_path: list[list[int]]
+):
+    """A batch is stored as an append only when it appends to every one of its series; then the
+    summaries advance in the statement that locks them. Batches mixing new keys, appends,
+    points at or below a series' last step, and a step twice must leave every summary as the
+    points give it, and only true appends may take the fast path."""
+    rng = random.Random(21)
+    values: dict[str, dict[int, float]] = {}
+    appends = 0
+    for round_ in range(40):
+        batch = []
+        is_append = True
+        keys = "abcd"[: 1 + round_ // 10]  # a new key every 10 rounds
+        for key in rng.sample(keys, rng.randint(1, len(keys))):
+            series = values.setdefault(key, {})
+            top = max(series, default=-1)
+            steps = [top + rng.randint(1, 5) * (i + 1) for i in range(rng.randint(1, 4))]
+            shape = rng.choice(["append", "append", "append", "below", "last", "twice"])
+            if shape == "below" and series:
+                steps.append(rng.choice(sorted(series)))
+            elif shape == "last" and series:
+                steps = [top]
+            elif shape == "twice":
+                steps.append(steps[0])
+            is_append &= min(steps) > top and len(set(steps)) == len(steps)
+            for s in steps:
+                series[s] = rng.choice([float(round_), rng.gauss(0, 1)])
+                batch.append({"key": key, "step": s, "value": series[s]})
+        before = len(slow_path)
+        assert post(run_client, run, batch).status_code == 200
+        assert (len(slow_path) == before) == is_append, (round_, batch)
+        appends += is_append
+        got = owner.client.get(f"/api/v1/runs/{run.id}/metrics/keys").json()["keys"]
+        want = [
+            {"key": k, "count": len(v), "first_step": min(v), "last_step": max(v), "last_value": v[max(v)]}
+            for k, v in sorted(values.items())
+        ]
+        assert got == want, round_
+    assert 10 < appends < 40  # both paths were taken, many times
+    merger.roll_up()
+    for key, vals in values.items():
+        series_row = MetricSeries.objects.get(run=run, key=key)
+        assert stored_rollups(series_row) == expected_rollups(vals, levels_for(max(vals) - min(vals)))
+
+
 def test_bad_read_parameters_are_named(run: Run, owner: Persona):
     response = owner.client.get(f"/api/v1/runs/{run.id}/metrics?max_points=0")
     assert response.status_code == 400 and "max_points" in response.json()["fields"]
