@@ -23,7 +23,9 @@ class Listener(threading.Thread):
     def __init__(self, live: Live, run_id: int) -> None:
         super().__init__(daemon=True)
         url = live.url.replace("http://", "ws://") + f"/ws/runs/{run_id}/"
-        self.ws = connect(url, additional_headers={"Authorization": f"Bearer {live.token}"}, open_timeout=10)
+        headers = {"Authorization": f"Bearer {live.token}"}
+        # Entered as a context manager, as websockets asks; closed in close().
+        self.ws = connect(url, additional_headers=headers, open_timeout=10).__enter__()
         self.messages: list[dict[str, Any]] = []
         self.start()
 
