@@ -22,7 +22,7 @@ from barrel_cli import metric_logs, tfevents
 from barrel_cli.client import Api
 from barrel_cli.errors import EXIT_USAGE, ApiError, CliError
 from barrel_cli.watch import Display
-from workers.report.encoding import encode_value  # the wire form of NaN and ±Infinity
+from workers.report.encoding import as_columns, encode_value  # encode_value: the wire form of NaN, ±Infinity
 
 FORMATS = ("auto", "tensorboard", "jsonl")
 # The control plane's default limits are 50,000 points and 16 MB a request; 20,000 points of
@@ -196,22 +196,7 @@ def check(sources: Sequence[Source]) -> tuple[Summary, KeyMap]:
 
 
 def _wire(points: list[Point]) -> dict[str, Any]:
-    """A batch as columns per key ({"series": [...]}): a third of the bytes of one object per
-    point, and several times cheaper for the server to read."""
-    series: dict[str, dict[str, list[Any]]] = {}
-    for p in points:
-        entry = series.get(p.key)
-        if entry is None:
-            entry = series[p.key] = {"steps": [], "values": [], "times": []}
-        entry["steps"].append(p.step)
-        entry["values"].append(encode_value(p.value))
-        entry["times"].append(p.time)  # None: the server's now
-    out = []
-    for key, columns in series.items():
-        if not any(t is not None for t in columns["times"]):
-            del columns["times"]
-        out.append({"key": key, **columns})
-    return {"series": out}
+    return as_columns((p.key, p.step, encode_value(p.value), p.time) for p in points)
 
 
 @dataclass

@@ -31,7 +31,7 @@ from workers.report.client import (
     deliver,
     parse_retry_after,
 )
-from workers.report.encoding import EncodedPoint, batches, decode_value, encode_point, encode_value
+from workers.report.encoding import EncodedPoint, as_columns, batches, decode_value, encode_point, encode_value
 from workers.report.replay import replay_spool
 from workers.report.reporter import Reporter
 from workers.report.spool import Spool, spool_path
@@ -80,6 +80,19 @@ def test_non_finite_values_travel_as_the_strings_the_api_accepts() -> None:
 def test_points_carry_an_iso_utc_time() -> None:
     point = encode_point("policy/loss", 3, 1.5, 0.0)
     assert point == {"key": "policy/loss", "step": 3, "value": 1.5, "time": "1970-01-01T00:00:00.000+00:00"}
+
+
+def test_a_batch_goes_as_columns_per_key_each_in_its_order() -> None:
+    points: list[tuple[str, int, float | str, str | None]] = [
+        ("a", 2, 0.5, "t0"), ("b", 1, "NaN", None), ("a", 1, 1.5, None), ("a", 2, 2.5, "t1"), ("b", 0, 3.0, None)
+    ]  # fmt: skip
+    assert as_columns(points) == {
+        "series": [
+            # A step sent twice stays in order, so the server keeps its last value.
+            {"key": "a", "steps": [2, 1, 2], "values": [0.5, 1.5, 2.5], "times": ["t0", None, "t1"]},
+            {"key": "b", "steps": [1, 0], "values": ["NaN", 3.0]},  # no times: the server's now
+        ]
+    }
 
 
 def test_batches_keep_order_and_size() -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from workers.report.encoding import EncodedPoint
+from workers.report.encoding import EncodedPoint, as_columns
 
 USER_AGENT = "barrel-worker/0.1"
 # A server may ask for a long pause; an absurd value should not park the reporter for a day.
@@ -227,7 +227,8 @@ class ApiClient:
             time.sleep(delay)
 
     def post_points(self, run_id: str, points: list[EncodedPoint], *, timeout_s: float | None = None) -> Outcome:
-        return self.send("POST", f"runs/{run_id}/metrics", {"points": points}, timeout_s=timeout_s)
+        body = as_columns((p["key"], p["step"], p["value"], p["time"]) for p in points)
+        return self.send("POST", f"runs/{run_id}/metrics", body, timeout_s=timeout_s)
 
     def close(self) -> None:
         self._http.close()

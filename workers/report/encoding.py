@@ -7,6 +7,7 @@ travel as the strings the API accepts: "NaN", "Infinity", "-Infinity".
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
@@ -58,3 +59,25 @@ def batches(points: list[EncodedPoint], size: int) -> list[list[EncodedPoint]]:
     """Consecutive slices of at most ``size`` points, order kept."""
     size = max(1, size)
     return [points[i : i + size] for i in range(0, len(points), size)]
+
+
+def as_columns(points: Iterable[tuple[str, int, float | str, str | float | None]]) -> dict[str, Any]:
+    """A batch of (key, step, wire value, time) as the ingest body's columns per key,
+    ``{"series": [{"key", "steps", "values", "times"?}]}``: a third of the bytes of one object per
+    point, and several times cheaper for the server to read. Each key's points keep their
+    order, so a step sent twice keeps its last value, as in ``{"points": [...]}``; a time of
+    None is the server's now, and a key with no times sends none."""
+    series: dict[str, dict[str, list[Any]]] = {}
+    for key, step, value, time in points:
+        entry = series.get(key)
+        if entry is None:
+            entry = series[key] = {"steps": [], "values": [], "times": []}
+        entry["steps"].append(step)
+        entry["values"].append(value)
+        entry["times"].append(time)
+    out = []
+    for key, columns in series.items():
+        if all(t is None for t in columns["times"]):
+            del columns["times"]
+        out.append({"key": key, **columns})
+    return {"series": out}
