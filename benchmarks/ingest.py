@@ -3,11 +3,12 @@
     .venv/bin/python -m benchmarks.ingest [--points 200000] [--batches 5000,20000] [--trials 3] [--mlflow-points 50000]
         [--sql-rollups]
 
-- full HTTP path: JSON (as the reporter sends it, ISO times included; and the same points as
-  columns per series, as `barrel import` sends them) over HTTP → uvicorn → DRF
-  → auth, rate-limit check, validation → series lock, append check, binary COPY into the points
-  table, summaries → commit → one websocket event per batch. One client sending batches back
-  to back, as a run's reporter does; and two clients at once. Timed until the last batch is
+- full HTTP path: JSON (one object per point, ISO times included, as a hand-written client sends
+  it; and the same points as columns per series, as the job reporter and `barrel import` send
+  them) over HTTP → uvicorn → the ASGI ingest route → auth, rate-limit check, validation →
+  series locked and summaries advanced (one statement, when the batch is an append), binary COPY
+  into the points table → commit → one websocket event per batch. One client sending batches
+  back to back, as a run's reporter does; and two clients at once. Timed until the last batch is
   acknowledged, and until the rollups (made after commit, off the request path) cover it too.
 - raw COPY into the same table, same run, same rows: binary COPY of pre-encoded rows in one
   transaction (the table's ceiling); the same in batches of the HTTP batch size, each
