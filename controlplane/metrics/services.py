@@ -369,14 +369,19 @@ def metrics_ingest(*, run_id: int, points: PointBatch | Sequence[Point]) -> int:
     try:
         changed = _store(run_id, batch, create=False)
     except _NoSeries as missing:
-        # Created and committed before any series is locked (see storage.lock_series); a
-        # series with no points yet is in no read.
-        with transaction.atomic(), connection.cursor() as cur:
-            storage.create_series(cur, run_id=run_id, names=missing.names)
+        create_series(run_id=run_id, names=missing.names)
         changed = _store(run_id, batch, create=True)
     # Timed to here: the commit (a WAL flush) is part of what a batch costs.
     observability.ingest_observed(points=len(batch), seconds=time.perf_counter() - started)
     return changed
+
+
+def create_series(*, run_id: int, names: list[str]) -> None:
+    """Create these keys' series, committed at once when no transaction is open: before a batch
+    locks any series, so that batches creating some of the same keys never deadlock (see
+    storage.lock_series). A series with no points yet is in no read."""
+    with transaction.atomic(), connection.cursor() as cur:
+        storage.create_series(cur, run_id=run_id, names=names)
 
 
 class _NoSeries(Exception):

@@ -165,7 +165,7 @@ MAX_PARAM_VALUE_LEN = 6000
 MAX_EXPERIMENT_TAG_VALUE_LEN = 20_000
 # MLflow 3 raised this from 5000 (MAX_TAG_VAL_LENGTH); the current client checks 8000.
 MAX_TAG_VALUE_LEN = 8000
-_KEY_RE = re.compile(r"^[/\w.\- :]*$")
+_KEY_RE = re.compile(r"[/\w.\- :]*")
 
 
 def entity_key(value: Any, path: str) -> str:
@@ -173,7 +173,7 @@ def entity_key(value: Any, path: str) -> str:
         raise invalid(f"Missing value for required parameter '{path}'.")
     if len(value) > MAX_KEY_LEN:
         raise invalid(f"Parameter '{path}' is {len(value)} characters long; the limit is {MAX_KEY_LEN}.")
-    if not _KEY_RE.match(value):
+    if not _KEY_RE.fullmatch(value):  # `$` would let a trailing newline through
         raise invalid(
             f"Invalid value {value!r} for parameter '{path}': names may only contain alphanumerics, "
             "underscores (_), dashes (-), periods (.), spaces ( ), colons (:) and slashes (/)."

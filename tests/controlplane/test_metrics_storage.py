@@ -7,6 +7,8 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from django.db import connection, connections, transaction
@@ -15,8 +17,9 @@ from django.db.migrations.executor import MigrationExecutor
 from controlplane.metrics import merger, storage, tasks
 from controlplane.metrics.models import MetricRollup, MetricSeries, RollupMark
 from controlplane.metrics.rollups import levels_for
-from controlplane.metrics.services import metrics_ingest, parse_points
+from controlplane.metrics.services import Point, metrics_ingest, parse_points
 from controlplane.runs.models import Run
+from controlplane.tracking.services import run_log_batch
 from tests.conftest import Persona
 from tests.controlplane.test_metrics_api import (
     assert_matches,
@@ -119,11 +122,22 @@ def test_a_batch_waits_for_a_concurrent_one_into_the_same_series(owner: Persona,
         )
 
 
-def test_batches_of_several_keys_in_any_order_never_deadlock(run: Run):
+def _ingest(run: Run, points: list[dict[str, Any]]) -> None:
+    metrics_ingest(run_id=run.id, points=parse_points({"points": points}, max_points=100))
+
+
+def _mlflow_log_batch(run: Run, points: list[dict[str, Any]]) -> None:
+    now = datetime.now(UTC)
+    run_log_batch(run=run, metrics=[Point(p["key"], p["step"], p["value"], now) for p in points], params=[], tags=[])
+
+
+@pytest.mark.parametrize("send", [_ingest, _mlflow_log_batch])
+def test_batches_of_several_keys_in_any_order_never_deadlock(run: Run, send: Callable[..., None]):
     """Each batch locks its series in id order, whatever order its keys come in, having created
     the missing ones first in a transaction of their own; so batches racing over the same keys,
     new ones included, wait for each other and never deadlock (PostgreSQL would abort one).
-    Every point is stored once and every summary adds up."""
+    Every point is stored once and every summary adds up. The same through MLflow's log-batch,
+    whose params, tags and metrics share one transaction."""
     keys = [f"k{i}" for i in range(6)]
     stored: dict[str, set[int]] = {key: set() for key in keys}
     lock = threading.Lock()
@@ -136,7 +150,7 @@ def test_batches_of_several_keys_in_any_order_never_deadlock(run: Run):
                 picked = rng.sample(keys, rng.randint(2, len(keys)))  # in a random order
                 steps = [seed * 1000 + n * 10 + j for j in range(3)]
                 points = [{"key": key, "step": step, "value": float(step)} for key in picked for step in steps]
-                metrics_ingest(run_id=run.id, points=parse_points({"points": points}, max_points=100))
+                send(run, points)
                 with lock:
                     for key in picked:
                         stored[key].update(steps)

@@ -89,6 +89,7 @@ def test_history_pages_follow_the_token(owner: Persona, external: dict):
     [
         ({"key": "bad key!", "value": 1, "timestamp": 1}, "metrics[1].key"),
         ({"key": "a//b", "value": 1, "timestamp": 1}, "metrics[1].key"),
+        ({"key": "loss\n", "value": 1, "timestamp": 1}, "metrics[1].key"),  # `$` alone would let it through
         ({"key": "k" * 251, "value": 1, "timestamp": 1}, "metrics[1].key"),
         ({"key": "m", "value": "high", "timestamp": 1}, "metrics[1].value"),
         ({"key": "m", "value": 1, "timestamp": 1, "step": -1}, "metrics[1].step"),
