@@ -4,7 +4,7 @@ import "uplot/dist/uPlot.min.css";
 
 import { formatMetricValue } from "../../api/nonfinite";
 import type { Series } from "../../api/metrics";
-import { flatRange, formatTicks, isRaw, isZoomedX, latestValue, toUplotData } from "./charts";
+import { STEP_INCREMENTS, flatRange, formatTicks, isRaw, isZoomedX, latestValue, toUplotData } from "./charts";
 
 const HEIGHT = 170;
 const LINE = "#1f5fbf";
@@ -54,6 +54,7 @@ function chartOptions(title: string, width: number, onXScale: (plot: uPlot) => v
         font: AXIS_FONT,
         grid: { stroke: "#eee" },
         ticks: { stroke: "#ddd" },
+        incrs: STEP_INCREMENTS,
         values: (_u, splits) => formatTicks(splits),
       },
       {

@@ -1,6 +1,15 @@
 import { describe, expect, it } from "vitest";
 
-import { flatRange, formatTicks, groupByNamespace, isRaw, isZoomedX, namespaceOf, toUplotData } from "./charts";
+import {
+  STEP_INCREMENTS,
+  flatRange,
+  formatTicks,
+  groupByNamespace,
+  isRaw,
+  isZoomedX,
+  namespaceOf,
+  toUplotData,
+} from "./charts";
 
 describe("namespaceOf", () => {
   it("is the part before the first slash", () => {
@@ -82,6 +91,14 @@ describe("formatTicks", () => {
     expect(formatTicks([0, 0.00001, 0.00002])).toEqual(["0", "1e-5", "2e-5"]);
     expect(formatTicks([2e6, 4e6])).toEqual(["2e+6", "4e+6"]);
     expect(formatTicks([1.5e-6, 2e-6])).toEqual(["1.5e-6", "2.0e-6"]);
+  });
+});
+
+describe("STEP_INCREMENTS", () => {
+  it("spaces step ticks by whole steps, 1-2-5, up to steps beyond any run", () => {
+    expect(STEP_INCREMENTS.slice(0, 7)).toEqual([1, 2, 5, 10, 20, 50, 100]);
+    expect(STEP_INCREMENTS.every((x) => Number.isInteger(x))).toBe(true);
+    expect(STEP_INCREMENTS.at(-1)).toBeGreaterThanOrEqual(1e15);
   });
 });
 

@@ -125,6 +125,14 @@ export function formatTicks(splits: readonly number[]): string[] {
 }
 
 /**
+ * Tick spacings of the step axis: whole steps only (1, 2, 5, 10, 20, 50, ...), so a run with a
+ * few steps is not labelled 0.2, 0.4, ... between them.
+ */
+export const STEP_INCREMENTS: number[] = Array.from({ length: 16 }, (_, k) =>
+  [1, 2, 5].map((m) => m * 10 ** k),
+).flat();
+
+/**
  * True when the x scale shows less than all the data, i.e. the user dragged to
  * zoom. Live updates then keep the zoom instead of snapping back every second;
  * a double click (uPlot's reset) shows everything and makes them follow again.
