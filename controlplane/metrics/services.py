@@ -367,21 +367,19 @@ def metrics_ingest(*, run_id: int, points: PointBatch | Sequence[Point]) -> int:
     if not len(batch):
         return 0
     try:
-        changed = _store(run_id, batch, create=False)
+        changed = _store(run_id, batch)
     except _NoSeries as missing:
-        create_series(run_id=run_id, names=missing.names)
-        changed = _store(run_id, batch, create=True)
+        # Created and committed before the batch locks any series (see storage.lock_series); a
+        # series with no points yet is in no read.
+        with transaction.atomic(), connection.cursor() as cur:
+            storage.create_series(cur, run_id=run_id, names=missing.names)
+        try:
+            changed = _store(run_id, batch)
+        except _NoSeries:  # deleted again: only with its run
+            raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404) from None
     # Timed to here: the commit (a WAL flush) is part of what a batch costs.
     observability.ingest_observed(points=len(batch), seconds=time.perf_counter() - started)
     return changed
-
-
-def create_series(*, run_id: int, names: list[str]) -> None:
-    """Create these keys' series, committed at once when no transaction is open: before a batch
-    locks any series, so that batches creating some of the same keys never deadlock (see
-    storage.lock_series). A series with no points yet is in no read."""
-    with transaction.atomic(), connection.cursor() as cur:
-        storage.create_series(cur, run_id=run_id, names=names)
 
 
 class _NoSeries(Exception):
@@ -390,13 +388,11 @@ class _NoSeries(Exception):
 
 
 @transaction.atomic
-def _store(run_id: int, batch: PointBatch, *, create: bool) -> int:
-    """Store the batch; _NoSeries (and nothing stored) when some key has no series and not `create`."""
+def _store(run_id: int, batch: PointBatch) -> int:
+    """Store the batch; _NoSeries (and nothing stored) when some key has no series."""
     with connection.cursor() as cur:
-        summary = storage.summarize(
-            key_index=batch.key_index, steps=batch.steps, values=batch.values, keys=len(batch.names)
-        )
-        series, appended = storage.lock_series(cur, run_id=run_id, names=batch.names, summary=summary, create=create)
+        summary = storage.summarize(key_index=batch.key_index, steps=batch.steps, values=batch.values)
+        series, appended = storage.lock_series(cur, run_id=run_id, names=batch.names, summary=summary)
         if len(series) < len(batch.names):
             raise _NoSeries([name for name in batch.names if name not in series])
         states = [series[name] for name in batch.names]

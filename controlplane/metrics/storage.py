@@ -93,15 +93,12 @@ class Summary:
         }
 
 
-def summarize(*, key_index: list[int], steps: list[int], values: list[float], keys: int) -> Summary | None:
-    """Per key (0..keys-1, every one with a point): how many points, the first and last step,
+def summarize(*, key_index: list[int], steps: list[int], values: list[float]) -> Summary | None:
+    """Per key (0, 1, ..., every one with a point): how many points, the first and last step,
     the value at the last; None when a (key, step) comes twice, which no append has."""
     k = np.asarray(key_index, dtype=np.intp)
     s = np.asarray(steps, dtype=np.int64)
-    if keys == 1:
-        order = np.argsort(s, kind="stable")
-    else:
-        order = np.lexsort((s, k))
+    order = np.lexsort((s, k))
     ks, ss = k[order], s[order]
     same = ks[1:] == ks[:-1]
     if bool(np.any(same & (ss[1:] == ss[:-1]))):
@@ -150,28 +147,20 @@ SELECT key, id, last_step, append FROM x
 
 
 def lock_series(
-    cur: CursorWrapper, *, run_id: int, names: list[str], summary: Summary | None = None, create: bool = False
+    cur: CursorWrapper, *, run_id: int, names: list[str], summary: Summary | None = None
 ) -> tuple[dict[str, SeriesState], bool]:
     """key → its series as it was, and whether the batch `summary` describes was an append, whose
     summaries are now advanced (the points are the caller's to COPY); never with no summary, nor
     while a key has no series. The rows stay locked until commit, taken in id order so that
-    batches with several keys never deadlock.
-
-    A key with no series is left out, unless `create`: then it is created here. Creating takes
-    the new rows' locks before older ones, out of id order, so batches creating some of the same
-    keys at once can deadlock; callers create series in a transaction of their own first
-    (create_series) and use `create` only for what was deleted again meanwhile."""
+    batches with several keys never deadlock. A key with no series is left out: callers create
+    it (create_series) in a transaction of their own first, as creating it here would lock the
+    new row before older ones, out of id order."""
     params: dict[str, Any] = {"run": run_id, "names": names}
     if summary is not None:
         params.update(counts=summary.counts, first=summary.first, last=summary.last, last_value=summary.last_value)
-    query = _LOCK_AND_ADVANCE if summary is not None else _LOCK
-    cur.execute(query, params)
+    cur.execute(_LOCK_AND_ADVANCE if summary is not None else _LOCK, params)
     rows = cur.fetchall()
-    if create and len(rows) < len(names):
-        create_series(cur, run_id=run_id, names=list(set(names) - {row[0] for row in rows}))
-        cur.execute(query, params)  # the rows held stay held; the new ones are locked too
-        rows = cur.fetchall()
-    appended = summary is not None and len(rows) == len(names) and bool(rows[0][3])
+    appended = summary is not None and bool(rows) and bool(rows[0][3])
     return {key: SeriesState(sid, last) for key, sid, last, *_ in rows}, appended
 
 

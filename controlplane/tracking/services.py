@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from controlplane.events import publish_on_commit
-from controlplane.metrics.services import Point, create_series, metrics_ingest
+from controlplane.metrics.services import Point, metrics_ingest
 from controlplane.runs.models import Run, RunStatus
 from controlplane.runs.services import run_event
 from controlplane.teams.models import Project, Role, Team
@@ -183,19 +183,11 @@ def run_tags_set(*, run: Run, tags: list[tuple[str, str]]) -> bool:
     return True
 
 
+@transaction.atomic
 def run_log_batch(
     *, run: Run, metrics: list[Point], params: list[tuple[str, str]], tags: list[tuple[str, str]]
 ) -> None:
-    """All of a batch or none of it (MLflow may keep part of a failed batch; Barrel does not).
-    Only its keys' series are created first, on their own, as metrics_ingest does when no
-    transaction is open: a series with no points is in no read."""
-    if metrics:
-        create_series(run_id=run.id, names=sorted({p.key for p in metrics}))
-    _log_batch(run=run, metrics=metrics, params=params, tags=tags)
-
-
-@transaction.atomic
-def _log_batch(*, run: Run, metrics: list[Point], params: list[tuple[str, str]], tags: list[tuple[str, str]]) -> None:
+    """All of a batch or none of it (MLflow may keep part of a failed batch; Barrel does not)."""
     run_params_log(run=run, params=params)
     if run_tags_set(run=run, tags=tags):
         publish_on_commit(run.id, run_event(run))

@@ -137,7 +137,8 @@ def test_batches_of_several_keys_in_any_order_never_deadlock(run: Run, send: Cal
     the missing ones first in a transaction of their own; so batches racing over the same keys,
     new ones included, wait for each other and never deadlock (PostgreSQL would abort one).
     Every point is stored once and every summary adds up. The same through MLflow's log-batch,
-    whose params, tags and metrics share one transaction."""
+    whose params, tags and metrics share one transaction: there the batch's first locks are in
+    a savepoint, released when it rolls back, before the missing series are created."""
     keys = [f"k{i}" for i in range(6)]
     stored: dict[str, set[int]] = {key: set() for key in keys}
     lock = threading.Lock()
