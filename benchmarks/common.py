@@ -21,7 +21,7 @@ from controlplane.devstack import Stack
 def bench_stack(
     *,
     with_ray: bool,
-    web_port: int = 8012,
+    web_port: int | None = None,
     name: str = "barrel_bench",
     redis_db: int = 12,
     env: dict[str, str] | None = None,
@@ -33,8 +33,6 @@ def bench_stack(
     stack = Stack(
         state_dir=Path(tempfile.mkdtemp(prefix="barrel-bench-")),
         web_port=web_port,
-        ray_gcs_port=6383,
-        ray_dashboard_port=8268,
         database_url=urlunparse(urlparse(base_db)._replace(path=f"/{name}")),
         redis_url=urlunparse(urlparse(base_redis)._replace(path=f"/{redis_db}")),
         # Without Ray the dispatcher has nothing to talk to; the ingest benchmark does not need it.

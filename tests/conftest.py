@@ -108,8 +108,8 @@ def live_url(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
 
 @pytest.fixture(scope="session")
 def ray_address(tmp_path_factory: pytest.TempPathFactory):
-    """A real local Ray head for the session (GCS off 6379, which is Redis's port here).
-    Set BARREL_TEST_RAY_ADDRESS to use one that is already running."""
+    """A real local Ray head for the session, every port of it a free one (another stack or Ray
+    may run beside the tests). Set BARREL_TEST_RAY_ADDRESS to use one that is already running."""
     import os
 
     from controlplane.devstack import Stack
@@ -117,7 +117,7 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory):
     if address := os.environ.get("BARREL_TEST_RAY_ADDRESS"):
         yield address
         return
-    stack = Stack(state_dir=tmp_path_factory.mktemp("ray"), ray_gcs_port=6381, ray_dashboard_port=8266, ray_cpus=2)
+    stack = Stack(state_dir=tmp_path_factory.mktemp("ray"), ray_cpus=2)
     stack.start_ray()
     try:
         yield stack.ray_address

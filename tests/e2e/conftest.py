@@ -52,11 +52,15 @@ class Live:
 
 
 def _e2e_database_url() -> str:
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/barrel")
-    return urlunparse(urlparse(base)._replace(path="/barrel_e2e"))
+    """The tests' database name with `_e2e`: two test runs on other databases do not meet."""
+    base = urlparse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/barrel"))
+    return urlunparse(base._replace(path=f"{base.path.rstrip('/')}_e2e"))
 
 
 def _e2e_redis_url() -> str:
+    """BARREL_E2E_REDIS_URL, or Redis database 13 of REDIS_URL's server (emptied first)."""
+    if url := os.environ.get("BARREL_E2E_REDIS_URL"):
+        return url
     base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
     return urlunparse(urlparse(base)._replace(path="/13"))
 
@@ -68,7 +72,6 @@ def live(ray_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     redis.Redis.from_url(_e2e_redis_url()).flushdb()
     stack = Stack(
         state_dir=tmp_path_factory.mktemp("stack"),
-        web_port=8011,
         database_url=_e2e_database_url(),
         redis_url=_e2e_redis_url(),
         ray_address=ray_address,
