@@ -40,7 +40,7 @@ class RunCheckpointsView(APIView):
         summary="Register a checkpoint the job saved (idempotent on run and step)",
     )
     def post(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id)
+        run = get_run(request, run_id, write=True)
         data = CheckpointSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         checkpoint = services.checkpoint_register(run=run, **data.validated_data)
@@ -103,7 +103,7 @@ class RunSamplesView(APIView):
         summary="Add rollout samples (at most 512 per request)",
     )
     def post(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id)
+        run = get_run(request, run_id, write=True)
         data = SampleBatchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         created = services.samples_add(run=run, samples=data.validated_data["samples"])

@@ -20,9 +20,11 @@ from rest_framework.views import APIView
 from controlplane import ratelimit
 from controlplane.api import ApiError
 from controlplane.metrics import selectors, services
-from controlplane.runs.api import get_run
+from controlplane.runs.api import get_run, viewer_denied
 from controlplane.runs.models import TERMINAL, RunToken
 from controlplane.runs.selectors import runs_visible_to
+from controlplane.teams.models import Role
+from controlplane.teams.selectors import has_role
 
 
 class LenientJSONParser(JSONParser):
@@ -134,25 +136,30 @@ def ingest_batch(run_id: int, user: Any, auth: Any, length: int, body: Callable[
         # lookup loaded the row). Otherwise only the columns needed here, not the run with its
         # config, project and team.
         if isinstance(auth, RunToken):
-            return auth.run.status, auth.run.finished_at
+            return auth.run.status, auth.run.finished_at, True
         if run_id > services.MAX_STEP:  # a bigint: anything larger names no run
             return None
-        found: RunState | None = runs_visible_to(user).filter(id=run_id).values_list("status", "finished_at").first()
-        return found
+        found = runs_visible_to(user).filter(id=run_id).values_list("status", "finished_at", "project__team_id").first()
+        if found is None:
+            return None
+        status, finished_at, team_id = found
+        return status, finished_at, has_role(user, team_id, Role.MEMBER)
 
     return ingest_checked(run_id, ratelimit.bucket(user, auth), state, length, body)
 
 
-RunState = tuple[str, datetime | None]
+# (status, finished_at, whether the caller may write into the run: its own run token, or the
+# member or admin role in its team)
+RunState = tuple[str, datetime | None, bool]
 
 
 def ingest_checked(
     run_id: int, bucket: str, state: Callable[[], RunState | None], length: int, body: Callable[[], Any]
 ) -> int:
-    """The size and rate limits (`bucket`), the run's state (`state()`: (status, finished_at),
-    None when the caller may not see the run), then the batch (`body()`, parsed JSON) validated
-    and stored. Returns the points accepted. Shared by MetricsView and the ASGI route that
-    serves bearer-token batches without DRF (controlplane.metrics.ingest_route)."""
+    """The size and rate limits (`bucket`), the run's state (`state()`: see RunState; None when
+    the caller may not see the run), then the batch (`body()`, parsed JSON) validated and stored.
+    Returns the points accepted. Shared by MetricsView and the ASGI route that serves
+    bearer-token batches without DRF (controlplane.metrics.ingest_route)."""
     check_body_size(length)
     wait = ratelimit.check(bucket, settings.METRICS_RATE_LIMIT_RPS)
     if wait is not None:
@@ -165,7 +172,9 @@ def ingest_checked(
     found = state()
     if found is None:
         raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
-    run_status, finished_at = found
+    run_status, finished_at, may_write = found
+    if not may_write:
+        raise viewer_denied(run_id)
     if run_status in TERMINAL and finished_at is not None:
         grace = timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
         if timezone.now() - finished_at > grace:

@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from controlplane.api import ApiError, Pagination
 from controlplane.runs import selectors, services
-from controlplane.runs.models import Attempt, Run
+from controlplane.runs.models import Attempt, Run, RunToken
 from controlplane.runs.serializers import (
     STATUS_CHOICES,
     EnvironmentSerializer,
@@ -20,11 +20,16 @@ from controlplane.runs.serializers import (
     RunSubmitSerializer,
     RunSummarySerializer,
 )
+from controlplane.teams.models import Role
+from controlplane.teams.selectors import has_role
 from workers.recipes import RECIPES
 
 
-def get_run(request: Request, run_id: int, *, with_attempts: bool = False) -> Run:
-    """The run if the caller may see it; 404 otherwise (another team's run does not exist)."""
+def get_run(request: Request, run_id: int, *, with_attempts: bool = False, write: bool = False) -> Run:
+    """The run if the caller may see it; 404 otherwise (another team's run does not exist).
+    `write`: the caller is about to write into the run (metrics, samples, checkpoints, its
+    environment), which needs that run's own run token or the member role in its team: a
+    viewer gets 403."""
     runs = selectors.runs_visible_to(request.user)
     if with_attempts:
         # Oldest attempt first, always: clients read the last one as the current attempt.
@@ -32,7 +37,25 @@ def get_run(request: Request, run_id: int, *, with_attempts: bool = False) -> Ru
     run = runs.filter(id=run_id).first()
     if run is None:
         raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
+    if write and not isinstance(request.auth, RunToken):
+        check_run_write(request.user, run)
     return run
+
+
+def check_run_write(user: object, run: Run) -> None:
+    """403 unless `user` is a member or admin of the run's team (a run token is checked by
+    RunTokenScope instead: it may write only into its own run)."""
+    if not has_role(user, run.project.team_id, Role.MEMBER):
+        raise viewer_denied(run.id)
+
+
+def viewer_denied(run_id: int) -> ApiError:
+    return ApiError(
+        f"Viewers cannot write into run {run_id}: writing needs the member or admin role in its team, "
+        "or the run's own token.",
+        code="permission_denied",
+        status_code=403,
+    )
 
 
 class RecipeListView(APIView):
@@ -146,7 +169,7 @@ class RunEnvironmentView(APIView):
 
     @extend_schema(request=EnvironmentSerializer, responses={200: None}, summary="The job reports its environment")
     def post(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id)
+        run = get_run(request, run_id, write=True)
         data = EnvironmentSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)

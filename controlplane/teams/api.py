@@ -182,5 +182,9 @@ class ProjectListView(APIView):
         team = selectors.teams_of(request.user).filter(slug=data.validated_data["team"]).first()
         if team is None:
             raise ApiError(f"You are not in a team '{data.validated_data['team']}'.", fields={"team": ["not found"]})
+        # Checked here as well as on creation: a viewer naming an existing project must not get
+        # the 201 of a write it may not make.
+        if not selectors.has_role(request.user, team.id, Role.MEMBER):
+            raise ApiError("Viewers cannot create projects.", code="permission_denied", status_code=403)
         project = services.project_get_or_create(user=request.user, team=team, name=data.validated_data["name"])
         return Response(ProjectSerializer(project).data, status=status.HTTP_201_CREATED)

@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -290,6 +291,7 @@ class MetricHistoryView(MlflowView):
         return Response(body)
 
 
+@csrf_exempt  # token-authenticated API: Django's CSRF page would answer in HTML
 def endpoint_not_found(request: HttpRequest, path: str = "") -> JsonResponse:
     """Any other MLflow endpoint (artifacts, model registry, traces...): a clear JSON answer
     the client can show, instead of an HTML 404."""
