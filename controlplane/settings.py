@@ -153,7 +153,10 @@ SPECTACULAR_SETTINGS = {
 RAY_ADDRESS = env_str("BARREL_RAY_ADDRESS", "http://127.0.0.1:8265")
 # The URL a Ray job uses to reach this control plane.
 BARREL_PUBLIC_URL = env_str("BARREL_PUBLIC_URL", "http://127.0.0.1:8000")
-JOB_ENTRYPOINT = env_str("BARREL_JOB_ENTRYPOINT", "python -m workers.entrypoint")
+# Ray runs the entrypoint through `/bin/sh -c`; `exec` leaves no shell between Ray's job
+# supervisor and the driver, so Ray's stop and its clean-up when the supervisor dies reach the
+# driver itself (a killed shell would leave the driver orphaned and still reporting).
+JOB_ENTRYPOINT = env_str("BARREL_JOB_ENTRYPOINT", "exec python -m workers.entrypoint")
 # Ship the workers package with each job (py_modules) so a remote cluster runs the code the run
 # was submitted with; a local head can run the checkout in place instead.
 JOB_SHIP_CODE = env_bool("BARREL_JOB_SHIP_CODE", True)

@@ -14,13 +14,17 @@ from django.utils import timezone
 from pydantic import ValidationError as PydanticValidationError
 
 from controlplane.api import ApiError
-from controlplane.runs.models import ACTIVE, TERMINAL, Attempt, Run, RunStatus
+from controlplane.runs.models import ACTIVE, TERMINAL, Attempt, Run, RunStatus, RunToken
 from controlplane.teams.models import Project, Role, Team
 from controlplane.teams.selectors import has_role
 from controlplane.teams.services import project_get_or_create
 from workers.recipes import RECIPES, get_recipe
 
 S = RunStatus
+# Attempts that end FAILED (the job failed, or Ray lost it) or CANCELLED lose their run tokens at
+# once. A SUCCEEDED attempt's job exited cleanly after its last flush; its token keeps the
+# finished-run grace period (settings.METRICS_FINISHED_GRACE_S) like everyone else's.
+REVOKE_TOKENS_ON = frozenset({S.FAILED, S.CANCELLED})
 
 
 def _loc_path(prefix: str, loc: Iterable[Any]) -> str:
@@ -159,6 +163,11 @@ def transition(
         changed = Attempt.objects.filter(id=attempt_id, status__in=frm).update(**attempt_fields)
         if not changed:
             return False
+        if to in REVOKE_TOKENS_ON:
+            # The control plane has given up on this attempt: whatever of its job still runs (a
+            # driver orphaned by a killed parent, a node Ray lost touch with) must not write into
+            # the run any more, not even within the finished-run grace period.
+            RunToken.objects.filter(attempt_id=attempt_id, revoked_at__isnull=True).update(revoked_at=now)
         run_id = Attempt.objects.filter(id=attempt_id).values_list("run_id", flat=True).get()
         if Run.objects.filter(id=run_id, status__in=frm).update(**run_fields):
             _publish_status(run_id)

@@ -122,6 +122,35 @@ def test_a_run_token_stops_working_after_the_run_ended_and_the_grace_passed(run:
     assert run_client.get(f"/api/v1/runs/{run.id}").status_code == 401
 
 
+@pytest.mark.parametrize("ended", [RunStatus.FAILED, RunStatus.CANCELLED])
+def test_an_attempt_ended_failed_or_cancelled_writes_nothing_more_even_within_the_grace(
+    run: Run, run_client: APIClient, ended: RunStatus
+):
+    """A job that outlives its attempt (an orphaned driver, a node Ray lost) is cut off at once;
+    the grace period is for the late flushes of runs that ended well."""
+    attempt = run.attempts.get()
+    transition(attempt.id, [RunStatus.QUEUED], RunStatus.RUNNING)
+    point = {"points": [{"key": "a", "step": 1, "value": 1.0}]}
+    assert run_client.post(f"/api/v1/runs/{run.id}/metrics", point, format="json").status_code == 200
+    transition(attempt.id, [RunStatus.RUNNING], ended)
+    late = {"points": [{"key": "a", "step": 2, "value": 2.0}]}
+    assert run_client.post(f"/api/v1/runs/{run.id}/metrics", late, format="json").status_code == 401
+    assert (
+        run_client.post(
+            f"/api/v1/runs/{run.id}/checkpoints", {"step": 2, "uri": "file:///c"}, format="json"
+        ).status_code
+        == 401
+    )
+
+
+def test_a_succeeded_attempts_token_keeps_the_grace_for_late_flushes(run: Run, run_client: APIClient):
+    attempt = run.attempts.get()
+    transition(attempt.id, [RunStatus.QUEUED], RunStatus.RUNNING)
+    transition(attempt.id, [RunStatus.RUNNING], RunStatus.SUCCEEDED)
+    point = {"points": [{"key": "a", "step": 1, "value": 1.0}]}
+    assert run_client.post(f"/api/v1/runs/{run.id}/metrics", point, format="json").status_code == 200
+
+
 def test_user_tokens_are_stored_hashed_shown_once_and_revocable(owner: Persona):
     client = APIClient()
     created = client.post(
