@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from controlplane.asgi import application
 from controlplane.metrics import ingest_route
 from controlplane.metrics.models import MetricPoint
+from controlplane.runs import services as run_services
 from controlplane.runs.models import Run, RunStatus, RunToken
 from controlplane.runs.services import transition
 from controlplane.teams.models import ApiToken
@@ -148,14 +149,22 @@ def test_revoked_expired_and_inactive_credentials_are_refused_alike(
     revoked = run_token_for(run)
     RunToken.objects.filter(digest=digest(revoked)).update(revoked_at=timezone.now())
     assert both(path, points(1, start=3), revoked)[:2] == refused
-    # A run token outlives its run by the grace period, and no longer.
+    # A run token outlives a run that succeeded by the grace period, and no longer.
     token = run_token_for(run)
-    transition(run.attempts.get().id, [RunStatus.QUEUED], RunStatus.CANCELLED)
+    attempt = run.attempts.get().id
+    transition(attempt, [RunStatus.QUEUED], RunStatus.RUNNING)
+    transition(attempt, [RunStatus.RUNNING], RunStatus.SUCCEEDED)
     settings.METRICS_FINISHED_GRACE_S = 3600
     assert both(path, points(1, start=4), token) == (200, {"accepted": 1}, {})
     settings.METRICS_FINISHED_GRACE_S = 0
     assert both(path, points(1, start=5), token)[:2] == refused
-    assert len(served) == 7
+    # An attempt that failed or was cancelled takes its tokens with it, grace period or not.
+    settings.METRICS_FINISHED_GRACE_S = 3600
+    failed = run_services.run_submit(user=owner.user, project=run.project_id, recipe="smoke", config={})
+    failed_token = run_token_for(failed)
+    transition(failed.attempts.get().id, [RunStatus.QUEUED], RunStatus.FAILED)
+    assert both(f"/api/v1/runs/{failed.id}/metrics", points(1), failed_token)[:2] == refused
+    assert len(served) == 8
     assert MetricPoint.objects.count() == 2
 
 
