@@ -212,6 +212,9 @@ class Stack:
                 "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
                 "PYTHONPATH": str(ROOT),
                 "RAY_USAGE_STATS_ENABLED": "0",
+                # How long a raylet waits for its agents to start (Python processes, slow to
+                # import on a loaded 2-core machine); past it the raylet dies at start.
+                "RAY_agent_register_timeout_ms": "120000",
             }
         )
         # The local head listens on loopback only; Ray 2.5x turns token auth on by default, which
@@ -434,7 +437,7 @@ def api(url: str, method: str, path: str, body: Any = None, token: str | None = 
         return json.loads(resp.read() or b"null")
 
 
-def check_end_to_end(url: str, token: str, timeout: float = 300) -> float:
+def check_end_to_end(url: str, token: str, project: str = "demo/stack-check", timeout: float = 300) -> float:
     """Submit a one-step smoke run and wait for it to succeed: web, Celery, Ray's job agent, the
     job reaching back to the API, metrics stored. Returns the seconds it took; RuntimeError with
     the run's reason when it fails, so a stack that cannot run a job never says it is ready."""
@@ -443,7 +446,7 @@ def check_end_to_end(url: str, token: str, timeout: float = 300) -> float:
         url,
         "POST",
         "/api/v1/runs",
-        {"project": "demo/stack-check", "name": "stack-check", "recipe": "smoke",
+        {"project": project, "name": "stack-check", "recipe": "smoke",
          "config": {"steps": 1, "interval_s": 0}, "tags": ["stack-check"]},
         token,
     )  # fmt: skip
