@@ -95,6 +95,10 @@ def test_good_batches_are_stored_and_answered_alike(run: Run, owner: Persona, se
         ({"values": []}, 400, "points"),
         (b"{not json", 400, None),
         (points(11), 413, None),
+        # A NUL anywhere, even in a field the parser ignores; JSON 100,000 deep (controlplane.inputs).
+        ({**points(1), "note": "a\x00b"}, 400, "note"),
+        (b"[" * 100_000 + b"]" * 100_000, 400, "body"),
+        (b'{"points": [{"key": "a", "step": %d, "value": 1}]}' % 2**70, 400, "points[0].step"),
     ],
 )
 def test_bad_batches_get_the_same_error(run: Run, settings: Any, served: list[int], body, status, field) -> None:

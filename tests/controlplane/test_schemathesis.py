@@ -11,24 +11,22 @@ cases. The CLI with a larger budget (README) finds more; anything either finds i
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import schemathesis
+from django.core.management import call_command
 from django.db import connections
 from hypothesis import HealthCheck, settings
 from schemathesis.config._checks import POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES
 
 from controlplane.asgi import application
 from controlplane.metrics import merger
-from controlplane.runs.models import Run
-from controlplane.teams.models import ApiToken
-from tests.conftest import Persona
+from controlplane.runs.services import run_submit
+from controlplane.teams.models import ApiToken, Membership, Project, Role, Team
+from tests.conftest import _persona
 
-# The generated requests commit (the application answers on threads of its own), so the test
-# has a database of its own that pytest-django empties afterwards.
-pytestmark = pytest.mark.django_db(transaction=True)
-
-EXAMPLES = 25
+EXAMPLES = 15
 SEED = 14
 # Far from any id the test's rows get: a generated DELETE /tokens/{id} must not revoke the
 # token the whole pass authenticates with.
@@ -66,17 +64,33 @@ schema = schemathesis.openapi.from_asgi(
 )
 
 
-@pytest.fixture
-def auth(owner: Persona, run: Run, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """The owner's bearer token, with a seeded project and run for the requests to reach."""
-    ApiToken.objects.filter(user=owner.user).update(id=TOKEN_ID)
-    # Each request is answered on a worker thread; a persistent connection would outlive the
-    # test and keep its database from being emptied.
-    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
-    yield {"Authorization": f"Bearer {owner.token}"}
-    assert merger.wait_idle(60), "the rollup merger was still busy a minute after the test"
+@pytest.fixture(scope="module")
+def auth(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[str, str]]:
+    """A team admin's bearer token, with a seeded project and run for the requests to reach.
+
+    The generated requests commit (the application answers on threads of its own), so the pass
+    has the test database to itself: seeded once for every operation, and emptied at the end
+    as pytest-django empties it after a transactional test."""
+    with django_db_blocker.unblock():
+        team = Team.objects.create(slug="lab", name="Lab")
+        project = Project.objects.create(team=team, name="default")
+        owner = _persona("alice")
+        Membership.objects.create(team=team, user=owner.user, role=Role.ADMIN)
+        run_submit(user=owner.user, project=project.id, recipe="smoke", config={"steps": 3})
+        ApiToken.objects.filter(user=owner.user).update(id=TOKEN_ID)
+        # Each request is answered on a worker thread; a persistent connection would outlive
+        # the pass and keep the database from being emptied.
+        connections.settings["default"]["CONN_MAX_AGE"] = 0
+        try:
+            yield {"Authorization": f"Bearer {owner.token}"}
+        finally:
+            assert merger.wait_idle(60), "the rollup merger was still busy a minute after the pass"
+            call_command("flush", verbosity=0, interactive=False)
 
 
+# The mark makes pytest-django create the test database; its per-test transaction covers only
+# this thread, which sends requests and writes nothing itself.
+@pytest.mark.django_db
 @schema.parametrize()
 @settings(
     deadline=None,
