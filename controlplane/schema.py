@@ -84,7 +84,9 @@ class AutoSchema(openapi.AutoSchema):
 
     def _map_serializer(self, serializer: Any, direction: Any, bypass_extensions: bool = False) -> dict[str, Any]:
         schema: dict[str, Any] = super()._map_serializer(serializer, direction, bypass_extensions)
-        if direction == "request" and getattr(serializer, "refuses_unknown_fields", False):
+        # Not on a oneOf of variants (RunSubmitSchema): each variant says it itself, and said
+        # beside the oneOf it would allow no property at all.
+        if direction == "request" and getattr(serializer, "refuses_unknown_fields", False) and "properties" in schema:
             schema["additionalProperties"] = False
         return schema
 

@@ -69,6 +69,7 @@ def test_bodies_that_refuse_unknown_fields_say_so(schema: dict[str, Any]) -> Non
     components = schema["components"]["schemas"]
     for name in ("TeamCreateRequest", "CheckpointRequest", "SampleBatchRequest", "MetricsQueryInRequest"):
         assert components[name]["additionalProperties"] is False, name
+    assert "additionalProperties" not in components["RunSubmitRequest"]  # beside oneOf it would allow nothing
     variants = components["RunSubmitRequest"]["oneOf"]
     recipes = {variant["properties"]["recipe"]["pattern"]: variant for variant in variants}
     smoke = recipes["^smoke$"]
