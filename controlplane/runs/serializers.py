@@ -87,7 +87,11 @@ TAG_MAX = max_length(Run, "tags")
 class RunSubmitSerializer(InputSerializer):
     project = ProjectRefField(help_text="Project id, or 'team-slug/project-name' (created if missing).")
     name = serializers.CharField(required=False, allow_blank=True, default="", max_length=max_length(Run, "name"))
-    recipe = serializers.ChoiceField(choices=sorted(RECIPES), help_text="A recipe; see GET /api/v1/recipes.")
+    recipe = serializers.ChoiceField(
+        choices=sorted(RECIPES),
+        help_text="A recipe; see GET /api/v1/recipes.",
+        error_messages={"invalid_choice": f"unknown recipe '{{input}}'; choose one of: {', '.join(sorted(RECIPES))}"},
+    )
     config = serializers.JSONField(
         required=False, default=dict, help_text="Validated against the recipe's schema (GET /api/v1/recipes)."
     )
