@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -17,8 +16,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import ratelimit
-from controlplane.api import ApiError
+from controlplane import inputs, ratelimit
+from controlplane.api import MAX_ID, ApiError, ErrorSerializer, InputSerializer, int_schema, query_int
 from controlplane.metrics import selectors, services
 from controlplane.runs.api import get_run, viewer_denied
 from controlplane.runs.models import TERMINAL, RunToken
@@ -91,19 +90,6 @@ _SERIES_FIELDS: dict[str, serializers.Field[Any, Any, Any, Any]] = {
 _SERIES = inline_serializer("MetricSeries", {"key": serializers.CharField(), **_SERIES_FIELDS}, many=True)
 
 
-def _int_param(request: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(f"{name} must be an integer, got {raw!r}.", fields={name: ["expected an integer"]}) from None
-    if not lo <= value <= hi:
-        raise ApiError(f"{name} must be between {lo} and {hi}.", fields={name: [f"must be between {lo} and {hi}"]})
-    return value
-
-
 def check_body_size(length: int) -> None:
     if length > settings.METRICS_MAX_BODY_BYTES:
         raise ApiError(
@@ -114,17 +100,10 @@ def check_body_size(length: int) -> None:
 
 
 def parse_json(body: bytes) -> Any:
-    """orjson first (several times faster on large batches); the standard parser for bodies
-    orjson refuses, which accepts the bare NaN / Infinity tokens Python's json.dumps writes by
-    default."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(f"Body is not valid JSON: {exc}", code="parse_error") from None
+    """A metric batch: orjson first (several times faster on large batches), the standard
+    parser for bodies orjson refuses, which accepts the bare NaN / Infinity tokens Python's
+    json.dumps writes by default; NUL characters and depth checked (controlplane.inputs)."""
+    return inputs.loads(body, allow_nan=True, fast=True)
 
 
 def ingest_batch(run_id: int, user: Any, auth: Any, length: int, body: Callable[[], Any]) -> int:
@@ -196,7 +175,12 @@ class MetricsView(APIView):
 
     @extend_schema(
         request=_INGEST,
-        responses={200: inline_serializer("MetricBatchOut", {"accepted": serializers.IntegerField()})},
+        responses={
+            200: inline_serializer("MetricBatchOut", {"accepted": serializers.IntegerField()}),
+            409: ErrorSerializer,  # the run ended longer ago than the grace period
+            413: ErrorSerializer,
+            429: ErrorSerializer,
+        },
         summary="Ingest a batch of metric points (idempotent on run, key, step)",
     )
     def post(self, request: Request, run_id: int) -> Response:
@@ -208,11 +192,11 @@ class MetricsView(APIView):
             OpenApiParameter("keys", str, description="Comma-separated keys; all keys when omitted"),
             OpenApiParameter(
                 "max_points",
-                int,
-                description="Buckets per series (1..BARREL_METRICS_MAX_READ_POINTS, 25000 by default; default 1000)",
+                int_schema(1, settings.METRICS_MAX_READ_POINTS),
+                description="Buckets per series (1..BARREL_METRICS_MAX_READ_POINTS; default 1000)",
             ),
-            OpenApiParameter("start", int, description="First step (inclusive)"),
-            OpenApiParameter("end", int, description="Last step (inclusive)"),
+            OpenApiParameter("start", int_schema(0, services.MAX_STEP), description="First step (inclusive)"),
+            OpenApiParameter("end", int_schema(0, services.MAX_STEP), description="Last step (inclusive)"),
         ],
         responses=inline_serializer("MetricSeriesList", {"run": serializers.IntegerField(), "series": _SERIES}),
         summary="Downsampled series: per bucket min, max, mean and last",
@@ -221,9 +205,9 @@ class MetricsView(APIView):
         run = get_run(request, run_id)
         raw_keys = request.query_params.get("keys")
         keys = [k for k in raw_keys.split(",") if k] if raw_keys else None
-        max_points = _int_param(request, "max_points", 1000, 1, settings.METRICS_MAX_READ_POINTS)
-        start = _int_param(request, "start", None, 0, services.MAX_STEP)
-        end = _int_param(request, "end", None, 0, services.MAX_STEP)
+        max_points = query_int(request, "max_points", lo=1, hi=settings.METRICS_MAX_READ_POINTS, default=1000)
+        start = query_int(request, "start", lo=0, hi=services.MAX_STEP)
+        end = query_int(request, "end", lo=0, hi=services.MAX_STEP)
         assert max_points is not None
         series = selectors.metrics_read(run_id=run.id, keys=keys, max_points=max_points, start=start, end=end)
         return Response({"run": run.id, "series": series})
@@ -256,9 +240,12 @@ class MetricKeysView(APIView):
         return Response({"keys": selectors.metric_keys(run_id=run.id)})
 
 
-class MetricsQueryIn(serializers.Serializer[Any]):
+class MetricsQueryIn(InputSerializer):
     runs = serializers.ListField(
-        child=serializers.IntegerField(min_value=1), min_length=1, max_length=100, help_text="Run ids (1..100)."
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+        min_length=1,
+        max_length=100,
+        help_text="Run ids (1..100 of them).",
     )
     keys = serializers.ListField(
         child=serializers.CharField(max_length=services.MAX_KEY_LEN),
@@ -267,7 +254,10 @@ class MetricsQueryIn(serializers.Serializer[Any]):
         help_text="Keys to read; every key of every run when omitted.",
     )
     max_points = serializers.IntegerField(
-        min_value=1, default=1000, help_text="Buckets per series (at most BARREL_METRICS_MAX_READ_POINTS)."
+        min_value=1,
+        max_value=settings.METRICS_MAX_READ_POINTS,
+        default=1000,
+        help_text="Buckets per series (at most BARREL_METRICS_MAX_READ_POINTS).",
     )
     start = serializers.IntegerField(min_value=0, max_value=services.MAX_STEP, required=False)
     end = serializers.IntegerField(min_value=0, max_value=services.MAX_STEP, required=False)
@@ -280,16 +270,19 @@ class MetricsQueryView(APIView):
 
     @extend_schema(
         request=MetricsQueryIn,
-        responses=inline_serializer(
-            "MetricQueryOut",
-            {
-                "series": inline_serializer(
-                    "RunMetricSeries",
-                    {"run": serializers.IntegerField(), "key": serializers.CharField(), **_SERIES_FIELDS},
-                    many=True,
-                )
-            },
-        ),
+        responses={
+            200: inline_serializer(
+                "MetricQueryOut",
+                {
+                    "series": inline_serializer(
+                        "RunMetricSeries",
+                        {"run": serializers.IntegerField(), "key": serializers.CharField(), **_SERIES_FIELDS},
+                        many=True,
+                    )
+                },
+            ),
+            404: ErrorSerializer,
+        },
         summary="Downsampled series of many runs and keys (for comparisons)",
         description=(
             "Every run must be visible to the caller: otherwise 404 naming the runs. Series come ordered by run, "

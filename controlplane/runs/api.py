@@ -7,11 +7,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import ApiError, Pagination
+from controlplane.api import MAX_ID, ApiError, ErrorSerializer, Pagination, int_schema, query_int
 from controlplane.runs import selectors, services
 from controlplane.runs.models import Attempt, Run, RunToken
 from controlplane.runs.serializers import (
     STATUS_CHOICES,
+    STATUS_LIST_PATTERN,
     EnvironmentSerializer,
     RecipeSerializer,
     RunCloneSerializer,
@@ -69,11 +70,17 @@ class RecipeListView(APIView):
 
 
 class RunListView(APIView):
+    pagination_class = Pagination  # GET's answer, documented as such
+
     @extend_schema(
         parameters=[
-            OpenApiParameter("status", str, enum=STATUS_CHOICES, description="Comma-separated statuses"),
+            OpenApiParameter(
+                "status",
+                {"type": "string", "pattern": STATUS_LIST_PATTERN},
+                description=f"Comma-separated statuses, any case: {', '.join(STATUS_CHOICES)}",
+            ),
             OpenApiParameter("team", str, description="Team slug"),
-            OpenApiParameter("project", int, description="Project id"),
+            OpenApiParameter("project", int_schema(0, MAX_ID), description="Project id"),
             OpenApiParameter("name", str, description="Substring of the run name"),
             OpenApiParameter("tag", str, description="Runs carrying this tag"),
         ],
@@ -83,9 +90,9 @@ class RunListView(APIView):
     def get(self, request: Request) -> Response:
         runs: QuerySet[Run] = selectors.runs_visible_to(request.user).order_by("-created_at", "-id")
         params = request.query_params
-        if value := params.get("status"):
-            wanted = [s.strip().upper() for s in value.split(",") if s.strip()]
-            bad = [s for s in wanted if s not in STATUS_CHOICES]
+        if (value := params.get("status")) is not None:
+            wanted = [s.strip(" ").upper() for s in value.split(",")]
+            bad = [s or "''" for s in wanted if s not in STATUS_CHOICES]
             if bad:
                 raise ApiError(
                     f"Unknown status {', '.join(bad)}; use one of {', '.join(STATUS_CHOICES)}.",
@@ -94,10 +101,8 @@ class RunListView(APIView):
             runs = runs.filter(status__in=wanted)
         if value := params.get("team"):
             runs = runs.filter(project__team__slug=value)
-        if value := params.get("project"):
-            if not value.isdigit():
-                raise ApiError("project must be a project id.", fields={"project": ["expected an integer id"]})
-            runs = runs.filter(project_id=int(value))
+        if (project := query_int(request, "project", lo=0, hi=MAX_ID)) is not None:
+            runs = runs.filter(project_id=project)
         if value := params.get("name"):
             runs = runs.filter(name__icontains=value)
         if value := params.get("tag"):
@@ -106,7 +111,14 @@ class RunListView(APIView):
         page = paginator.paginate_queryset(runs, request, self)
         return paginator.get_paginated_response(RunSummarySerializer(page, many=True).data)
 
-    @extend_schema(request=RunSubmitSerializer, responses={201: RunDetailSerializer}, summary="Submit a run")
+    @extend_schema(
+        request=RunSubmitSerializer,
+        responses={201: RunDetailSerializer, 404: ErrorSerializer},
+        summary="Submit a run",
+        description="404 when the project (an id, or the team of 'team/project') is not one of yours. The "
+        "config is checked against its recipe's schema; a few of its rules relate fields to each other "
+        "(such as heads dividing hidden_size) and are not expressible in JSON Schema: a 400 names them.",
+    )
     def post(self, request: Request) -> Response:
         data = RunSubmitSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -126,7 +138,7 @@ class RunDetailView(APIView):
 
 
 class RunCancelView(APIView):
-    @extend_schema(request=None, responses={202: RunDetailSerializer}, summary="Cancel a run")
+    @extend_schema(request=None, responses={202: RunDetailSerializer, 409: ErrorSerializer}, summary="Cancel a run")
     def post(self, request: Request, run_id: int) -> Response:
         run = services.run_cancel(user=request.user, run=get_run(request, run_id))
         return Response(
@@ -148,7 +160,7 @@ class RunCloneView(APIView):
 class RunResumeView(APIView):
     @extend_schema(
         request=RunResumeSerializer,
-        responses={202: RunDetailSerializer},
+        responses={202: RunDetailSerializer, 409: ErrorSerializer},
         summary="Resume a failed or cancelled run from a checkpoint",
         description="Creates a new attempt that starts from the run's latest checkpoint (or the one named) "
         "and dispatches it. 409 when the run is not FAILED/CANCELLED or has no checkpoint.",

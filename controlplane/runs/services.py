@@ -71,16 +71,23 @@ def resolve_project(*, user: Any, ref: Any) -> Project:
     if isinstance(ref, int) and not isinstance(ref, bool):
         project = Project.objects.filter(id=ref, team__memberships__user=user).select_related("team").first()
         if project is None:
-            raise ApiError(f"No project {ref} in your teams.", fields={"project": ["not found"]})
+            raise ApiError(
+                f"No project {ref} in your teams.", code="not_found", status_code=404, fields={"project": ["not found"]}
+            )
         return project
     if isinstance(ref, str) and ref.count("/") == 1:
         slug, name = ref.split("/")
         team = Team.objects.filter(slug=slug, memberships__user=user).first()
         if team is None:
-            raise ApiError(f"You are not in a team '{slug}'.", fields={"project": [f"no team '{slug}'"]})
+            raise ApiError(
+                f"You are not in a team '{slug}'.",
+                code="not_found",
+                status_code=404,
+                fields={"project": [f"no team '{slug}'"]},
+            )
         if not name.strip():
             raise ApiError("Project name is empty.", fields={"project": ["expected 'team/project'"]})
-        return project_get_or_create(user=user, team=team, name=name.strip())
+        return project_get_or_create(user=user, team=team, name=name.strip(), path="project")
     raise ApiError(
         "project must be a project id or 'team/project'.", fields={"project": ["expected an id or 'team/project'"]}
     )

@@ -8,7 +8,6 @@ and doubles may be the strings "NaN", "Infinity" and "-Infinity".
 
 from __future__ import annotations
 
-import json
 import math
 import posixpath
 import re
@@ -19,6 +18,8 @@ from typing import Any
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 
+from controlplane import inputs
+from controlplane.api import ApiError
 from controlplane.metrics.services import Point
 from controlplane.tracking.errors import invalid
 
@@ -45,9 +46,9 @@ class MlflowJSONParser(BaseParser):
         if not raw.strip():
             return {}
         try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise invalid(f"Request body is not valid JSON: {exc}") from None
+            body = inputs.loads(raw, allow_nan=True)  # NUL and depth refused (controlplane.inputs)
+        except ApiError as exc:
+            raise invalid(exc.message) from None
         if not isinstance(body, dict):
             raise invalid("Request body must be a JSON object.")
         return body

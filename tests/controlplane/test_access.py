@@ -82,8 +82,8 @@ SIGNED_IN: Rule = {P.ANONYMOUS: 401, **{p: ALLOWED for p in USERS}, P.FOREIGN_TO
 OWNER_ONLY: Rule = {**SIGNED_IN, P.OUTSIDER: 404, P.VIEWER: 404, P.MEMBER: 404}
 TEAM_READ: Rule = {**SIGNED_IN, P.OUTSIDER: 404}
 TEAM_ADMIN: Rule = {**TEAM_READ, P.VIEWER: 403, P.MEMBER: 403}
-# A write into the team that the body names ("lab/..."): an outsider's is a field error.
-TEAM_WRITE: Rule = {**SIGNED_IN, P.OUTSIDER: 400, P.VIEWER: 403}
+# A write into the team that the body names ("lab/..."); for an outsider the team does not exist.
+TEAM_WRITE: Rule = {**SIGNED_IN, P.OUTSIDER: 404, P.VIEWER: 403}
 # Reading a run of the team (a run token: only its own run).
 # A write into a team the request names by id (an MLflow experiment): members and admins.
 TEAM_MEMBER: Rule = {**TEAM_ADMIN, P.MEMBER: ALLOWED}
