@@ -205,6 +205,47 @@ METRICS_ROLLUP_HELD_POINTS = env_int("BARREL_METRICS_ROLLUP_HELD_POINTS", 4_000_
 WS_CLIENT_BUFFER = env_int("BARREL_WS_CLIENT_BUFFER", 64)
 WS_CLIENT_BUFFER_BYTES = env_int("BARREL_WS_CLIENT_BUFFER_BYTES", 4_000_000)
 
+# Run artifacts (MLflow's artifact proxy under /mlflow, and /api/v1/runs/{id}/artifacts), kept
+# through Django's storage API in the storage named "artifacts": a local directory by default,
+# or an S3-compatible bucket (AWS S3, MinIO, ...) when BARREL_ARTIFACTS_S3_BUCKET is set.
+ARTIFACTS_DIR = env_str("BARREL_ARTIFACTS_DIR", str(BASE_DIR / ".barrel" / "artifacts"))
+ARTIFACTS_S3_BUCKET = env_str("BARREL_ARTIFACTS_S3_BUCKET", "")
+# The largest one artifact may be; a larger upload is refused with 413 before it is stored.
+ARTIFACTS_MAX_UPLOAD_BYTES = env_int("BARREL_ARTIFACTS_MAX_UPLOAD_BYTES", 2**30)
+ARTIFACTS_S3_ENDPOINT_URL = env_str("BARREL_ARTIFACTS_S3_ENDPOINT_URL", "")
+ARTIFACTS_STORAGE: dict[str, object] = {
+    "BACKEND": "django.core.files.storage.FileSystemStorage",
+    # An artifact logged again under the same path replaces the old one, as in MLflow.
+    "OPTIONS": {"location": ARTIFACTS_DIR, "allow_overwrite": True},
+}
+if ARTIFACTS_S3_BUCKET:
+    ARTIFACTS_STORAGE = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": ARTIFACTS_S3_BUCKET,
+            "endpoint_url": ARTIFACTS_S3_ENDPOINT_URL or None,
+            "region_name": env_str("BARREL_ARTIFACTS_S3_REGION", "") or None,
+            # Unset: boto3's own chain (AWS_ACCESS_KEY_ID, a profile, an instance role).
+            "access_key": env_str("BARREL_ARTIFACTS_S3_ACCESS_KEY_ID", "") or None,
+            "secret_key": env_str("BARREL_ARTIFACTS_S3_SECRET_ACCESS_KEY", "") or None,
+            "location": env_str("BARREL_ARTIFACTS_S3_PREFIX", ""),
+            # MinIO and most other S3-compatible servers want path-style URLs.
+            "addressing_style": env_str(
+                "BARREL_ARTIFACTS_S3_ADDRESSING_STYLE", "path" if ARTIFACTS_S3_ENDPOINT_URL else "auto"
+            ),
+            "file_overwrite": True,
+            "default_acl": None,
+            # A download is staged in a temporary file: in memory up to 1 MB, then on disk (the
+            # default, 0, would hold any file whole in memory).
+            "max_memory_size": 1 << 20,
+        },
+    }
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "artifacts": ARTIFACTS_STORAGE,
+}
+
 # MLflow tracking API (/mlflow/api/2.0/mlflow/). The most points one get-history page returns;
 # the mlflow client asks for 25,000 and follows next_page_token.
 MLFLOW_HISTORY_PAGE_MAX = env_int("BARREL_MLFLOW_HISTORY_PAGE_MAX", 25_000)

@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane import frontend
 from controlplane.api import MAX_ID
+from controlplane.artifacts.api import RunArtifactDownloadView, RunArtifactsView
 from controlplane.checkpoints.api import CheckpointListView, RunCheckpointsView, RunSamplesView
 from controlplane.metrics.api import MetricKeysView, MetricsQueryView, MetricsView
 from controlplane.observability import metrics_view
@@ -70,6 +71,8 @@ api_v1 = [
     path("metrics/query", MetricsQueryView.as_view()),
     path("runs/<id:run_id>/samples", RunSamplesView.as_view()),
     path("runs/<id:run_id>/checkpoints", RunCheckpointsView.as_view()),
+    path("runs/<id:run_id>/artifacts", RunArtifactsView.as_view()),
+    path("runs/<id:run_id>/artifacts/download", RunArtifactDownloadView.as_view()),
     path("checkpoints", CheckpointListView.as_view()),
 ]
 

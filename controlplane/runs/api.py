@@ -89,6 +89,9 @@ class RunListView(APIView):
     )
     def get(self, request: Request) -> Response:
         runs: QuerySet[Run] = selectors.runs_visible_to(request.user).order_by("-created_at", "-id")
+        # Runs deleted through MLflow's runs/delete are hidden, as MLflow's UI hides them; their
+        # pages stay reachable and runs/restore brings them back (controlplane.tracking).
+        runs = runs.filter(mlflow_deletion__isnull=True)
         params = request.query_params
         if (value := params.get("status")) is not None:
             wanted = [s.strip(" ").upper() for s in value.split(",")]

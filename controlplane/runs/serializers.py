@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from controlplane.api import InputSerializer, max_length
@@ -62,9 +63,16 @@ class RunResumeSerializer(InputSerializer):
 
 class RunDetailSerializer(RunSummarySerializer):
     attempts = AttemptSerializer(many=True, read_only=True)
+    params = serializers.SerializerMethodField(
+        help_text="Params logged through the MLflow API (an external run's whole configuration), by key."
+    )
 
     class Meta(RunSummarySerializer.Meta):
-        fields = [*RunSummarySerializer.Meta.fields, "config", "log_tail", "cloned_from", "attempts"]
+        fields = [*RunSummarySerializer.Meta.fields, "config", "params", "log_tail", "cloned_from", "attempts"]
+
+    @extend_schema_field(serializers.DictField(child=serializers.CharField()))
+    def get_params(self, run: Run) -> dict[str, str]:
+        return dict(run.mlflow_params.order_by("key").values_list("key", "value"))
 
 
 class ProjectRefField(serializers.Field):  # type: ignore[type-arg]

@@ -151,6 +151,22 @@ def identifier(data: Mapping[str, Any], name: str) -> str | None:
     return string(data, name)
 
 
+# mlflow.entities.ViewType: its names, and the protobuf numbers JSON may carry instead.
+_VIEW_TYPES = {"ACTIVE_ONLY": "ACTIVE_ONLY", "DELETED_ONLY": "DELETED_ONLY", "ALL": "ALL"}
+_VIEW_TYPES.update({"1": "ACTIVE_ONLY", "2": "DELETED_ONLY", "3": "ALL"})
+
+
+def view_type(data: Mapping[str, Any], name: str) -> str:
+    """A ViewType field (`run_view_type`, `view_type`); absent means ACTIVE_ONLY."""
+    value = data.get(name)
+    if value is None or value == "":
+        return "ACTIVE_ONLY"
+    found = None if isinstance(value, bool) else _VIEW_TYPES.get(str(value).upper())
+    if found is None:
+        raise invalid(f"Invalid {name} {value!r}; use ACTIVE_ONLY, DELETED_ONLY or ALL.")
+    return found
+
+
 def run_id(data: Mapping[str, Any]) -> str:
     """`run_id`, or the deprecated `run_uuid` older clients send in its place."""
     value = identifier(data, "run_id") or identifier(data, "run_uuid")
