@@ -22,7 +22,7 @@ from controlplane.runs.models import TERMINAL, Run, RunStatus
 from controlplane.runs.services import run_event
 from controlplane.teams.models import Project, Role, Team
 from controlplane.teams.selectors import has_role
-from controlplane.tracking.errors import RESOURCE_ALREADY_EXISTS, MlflowError, denied, invalid
+from controlplane.tracking.errors import RESOURCE_ALREADY_EXISTS, MlflowError, denied, invalid, not_found
 from controlplane.tracking.models import RunDeletion, RunParam, RunTag
 from controlplane.tracking.selectors import experiment_name, split_experiment_name
 from controlplane.tracking.status import FROM_MLFLOW
@@ -53,8 +53,8 @@ def _experiment_team(*, user: Any, name: str) -> tuple[Team, str]:
     slug, project_name = split_experiment_name(name)
     if slug is not None:
         team = Team.objects.filter(slug=slug, memberships__user=user).first()
-        if team is None:
-            raise invalid(f"Cannot create experiment '{name}': you are not in a team '{slug}'.")
+        if team is None:  # another team's does not exist, as everywhere else
+            raise not_found(f"Cannot create experiment '{name}': you are not in a team '{slug}'.")
         if not has_role(user, team.id, Role.MEMBER):
             raise denied(f"Cannot create experiment '{name}': viewers of team '{slug}' cannot create projects.")
         return team, project_name

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,10 +36,11 @@ from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from controlplane.artifacts.services import artifact_upload
 from controlplane.asgi import application, websocket_urlpatterns
 from controlplane.metrics import merger
 from controlplane.runs import services as run_services
-from controlplane.runs.models import Run
+from controlplane.runs.models import Run, RunStatus
 from controlplane.teams.models import ApiToken, Membership, Project, Role, Team
 from controlplane.teams.services import token_create
 from tests.conftest import run_token_for
@@ -92,6 +94,9 @@ RUN_READ: Rule = {**TEAM_READ, P.FOREIGN_TOKEN: 404, P.OWN_TOKEN: ALLOWED}
 RUN_WRITE: Rule = {**RUN_READ, P.VIEWER: 403}
 # Acting on a run (cancel, resume, clone): people only.
 RUN_ACT: Rule = {**RUN_WRITE, P.OWN_TOKEN: 403}
+# Anyone with a token, run tokens too, for answers that name nothing of anyone's (MLflow's "no such
+# endpoint", the empty logged-model search the client makes while listing a run's artifacts).
+ANY_TOKEN: Rule = {**PUBLIC, P.ANONYMOUS: 401}
 # Several runs at once, named in the body: people only.
 RUNS_READ: Rule = {**TEAM_READ, P.FOREIGN_TOKEN: 403, P.OWN_TOKEN: 403}
 
@@ -108,9 +113,11 @@ class Call:
     body: Any = None
     fresh: bool = False
     csrf: bool = False
+    ended: bool = False  # the fresh run has SUCCEEDED (its token keeps the grace period)
 
 
 RUN = "/api/v1/runs/{run}"
+ML_ART = "/mlflow/api/2.0/mlflow-artifacts"
 ML = "/mlflow/api/2.0/mlflow"
 POINT = {"points": [{"key": "reward/mean", "step": 1, "value": 0.5}]}
 ENVIRONMENT = {"attempt": "{attempt}", "code_version": "abc", "packages": {}, "python": "3.11", "hostname": "h"}
@@ -123,7 +130,11 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("api/docs/", "GET"): Call(PUBLIC, (200,), "/api/docs/"),
     # The dashboard's files: the page itself is public, its data is behind the API.
     ("^assets/(?P<path>.+)$", "GET"): Call(PUBLIC, (200, 404), "/assets/index.js"),
-    ("^(?!api/|ws/|mlflow/|assets/)(?P<path>.*)$", "GET"): Call(PUBLIC, (200,), "/runs/{run}"),
+    ("^(?!api/|ws/|mlflow/|assets/|static/)(?P<path>.*)$", "GET"): Call(PUBLIC, (200,), "/runs/{run}"),
+    # The API docs' own files (Swagger UI, served offline).
+    ("^static/(?P<path>.+)$", "GET"): Call(
+        PUBLIC, (200,), "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css"
+    ),
     ("api/v1/session", "GET"): Call(LOGIN, (200,), "/api/v1/session"),
     ("api/v1/session", "POST"): Call(
         LOGIN, (200,), "/api/v1/session", {"username": "alice", "password": "alice-password"}, csrf=True
@@ -133,14 +144,14 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("api/v1/tokens", "POST"): Call(
         LOGIN, (201,), "/api/v1/tokens", {"username": "alice", "password": "alice-password"}
     ),
-    ("api/v1/tokens/<int:token_id>", "DELETE"): Call(OWNER_ONLY, (204,), "/api/v1/tokens/{token}", fresh=True),
+    ("api/v1/tokens/<id:token_id>", "DELETE"): Call(OWNER_ONLY, (204,), "/api/v1/tokens/{token}", fresh=True),
     ("api/v1/teams", "GET"): Call(SIGNED_IN, (200,), "/api/v1/teams"),
     ("api/v1/teams", "POST"): Call(SIGNED_IN, (201,), "/api/v1/teams", {"name": "New team {n}"}, fresh=True),
-    ("api/v1/teams/<int:team_id>/members", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}/members"),
-    ("api/v1/teams/<int:team_id>/members", "POST"): Call(
+    ("api/v1/teams/<id:team_id>/members", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}/members"),
+    ("api/v1/teams/<id:team_id>/members", "POST"): Call(
         TEAM_ADMIN, (200,), "/api/v1/teams/{team}/members", {"username": "dave", "role": "viewer"}
     ),
-    ("api/v1/teams/<int:team_id>/members/<int:user_id>", "DELETE"): Call(
+    ("api/v1/teams/<id:team_id>/members/<id:user_id>", "DELETE"): Call(
         TEAM_ADMIN, (204,), "/api/v1/teams/{team}/members/{user}", fresh=True
     ),
     ("api/v1/projects", "GET"): Call(SIGNED_IN, (200,), "/api/v1/projects"),
@@ -150,22 +161,22 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("api/v1/runs", "POST"): Call(
         TEAM_WRITE, (201,), "/api/v1/runs", {"project": "lab/default", "recipe": "smoke", "config": {"steps": 1}}
     ),
-    ("api/v1/runs/<int:run_id>", "GET"): Call(RUN_READ, (200,), RUN),
-    ("api/v1/runs/<int:run_id>/cancel", "POST"): Call(RUN_ACT, (202,), RUN + "/cancel", fresh=True),
-    ("api/v1/runs/<int:run_id>/clone", "POST"): Call(RUN_ACT, (201,), RUN + "/clone", {}),
+    ("api/v1/runs/<id:run_id>", "GET"): Call(RUN_READ, (200,), RUN),
+    ("api/v1/runs/<id:run_id>/cancel", "POST"): Call(RUN_ACT, (202,), RUN + "/cancel", fresh=True),
+    ("api/v1/runs/<id:run_id>/clone", "POST"): Call(RUN_ACT, (201,), RUN + "/clone", {}),
     # A QUEUED run cannot be resumed: 409 once the caller is let through.
-    ("api/v1/runs/<int:run_id>/resume", "POST"): Call(RUN_ACT, (409,), RUN + "/resume", {}),
-    ("api/v1/runs/<int:run_id>/environment", "POST"): Call(RUN_WRITE, (200,), RUN + "/environment", ENVIRONMENT),
-    ("api/v1/runs/<int:run_id>/metrics", "GET"): Call(RUN_READ, (200,), RUN + "/metrics"),
-    ("api/v1/runs/<int:run_id>/metrics", "POST"): Call(RUN_WRITE, (200,), RUN + "/metrics", POINT, fresh=True),
-    ("api/v1/runs/<int:run_id>/metrics/keys", "GET"): Call(RUN_READ, (200,), RUN + "/metrics/keys"),
+    ("api/v1/runs/<id:run_id>/resume", "POST"): Call(RUN_ACT, (409,), RUN + "/resume", {}),
+    ("api/v1/runs/<id:run_id>/environment", "POST"): Call(RUN_WRITE, (200,), RUN + "/environment", ENVIRONMENT),
+    ("api/v1/runs/<id:run_id>/metrics", "GET"): Call(RUN_READ, (200,), RUN + "/metrics"),
+    ("api/v1/runs/<id:run_id>/metrics", "POST"): Call(RUN_WRITE, (200,), RUN + "/metrics", POINT, fresh=True),
+    ("api/v1/runs/<id:run_id>/metrics/keys", "GET"): Call(RUN_READ, (200,), RUN + "/metrics/keys"),
     ("api/v1/metrics/query", "POST"): Call(RUNS_READ, (200,), "/api/v1/metrics/query", {"runs": ["{run}"]}),
-    ("api/v1/runs/<int:run_id>/samples", "GET"): Call(RUN_READ, (200,), RUN + "/samples"),
-    ("api/v1/runs/<int:run_id>/samples", "POST"): Call(
+    ("api/v1/runs/<id:run_id>/samples", "GET"): Call(RUN_READ, (200,), RUN + "/samples"),
+    ("api/v1/runs/<id:run_id>/samples", "POST"): Call(
         RUN_WRITE, (201,), RUN + "/samples", {"samples": [{"step": 1, "prompt": "1+1=", "response": "2"}]}, fresh=True
     ),
-    ("api/v1/runs/<int:run_id>/checkpoints", "GET"): Call(RUN_READ, (200,), RUN + "/checkpoints"),
-    ("api/v1/runs/<int:run_id>/checkpoints", "POST"): Call(
+    ("api/v1/runs/<id:run_id>/checkpoints", "GET"): Call(RUN_READ, (200,), RUN + "/checkpoints"),
+    ("api/v1/runs/<id:run_id>/checkpoints", "POST"): Call(
         RUN_WRITE, (201,), RUN + "/checkpoints", {"step": 1, "uri": "file:///ckpt/1"}, fresh=True
     ),
     ("api/v1/checkpoints", "GET"): Call(SIGNED_IN, (200,), "/api/v1/checkpoints"),
@@ -207,9 +218,37 @@ ROUTES: dict[tuple[str, str], Call] = {
     (f"{ML[1:]}/metrics/get-history", "GET"): Call(
         RUN_READ, (200,), ML + "/metrics/get-history?run_id={run}&metric_key=loss"
     ),
-    # Anything else under /mlflow/ is MLflow's own "no such endpoint", whoever asks.
-    ("mlflow/^(?P<path>.*)$", "GET"): Call(PUBLIC, (404,), "/mlflow/api/2.0/mlflow/registered-models/list"),
-    ("mlflow/^(?P<path>.*)$", "POST"): Call(PUBLIC, (404,), "/mlflow/api/2.0/mlflow/registered-models/create", {}),
+    (f"{ML[1:]}/experiments/search", "POST"): Call(SIGNED_IN, (200,), ML + "/experiments/search", {}),
+    (f"{ML[1:]}/experiments/search", "GET"): Call(SIGNED_IN, (200,), ML + "/experiments/search"),
+    (f"{ML[1:]}/logged-models/search", "POST"): Call(ANY_TOKEN, (200,), ML + "/logged-models/search", {}),
+    # Deleting hides the run from searches (MLflow's soft delete): people only, as other acts on runs.
+    (f"{ML[1:]}/runs/delete", "POST"): Call(
+        RUN_ACT, (200,), ML + "/runs/delete", {"run_id": "{run}"}, fresh=True, ended=True
+    ),
+    (f"{ML[1:]}/runs/restore", "POST"): Call(RUN_ACT, (200,), ML + "/runs/restore", {"run_id": "{run}"}),
+    # MLflow's artifact proxy: a run's files at <experiment>/<run>/artifacts/<path>.
+    (f"{ML_ART[1:]}/artifacts", "GET"): Call(RUN_READ, (200,), ML_ART + "/artifacts?path={project}/{run}/artifacts"),
+    (f"{ML_ART[1:]}/artifacts/<path:artifact_path>", "GET"): Call(
+        RUN_READ, (200,), ML_ART + "/artifacts/{project}/{run}/artifacts/notes.txt"
+    ),
+    (f"{ML_ART[1:]}/artifacts/<path:artifact_path>", "PUT"): Call(
+        RUN_WRITE, (200,), ML_ART + "/artifacts/{project}/{run}/artifacts/new.txt", b"written", fresh=True
+    ),
+    # Multipart uploads are not offered, to anyone (the client falls back to a plain PUT).
+    (f"{ML_ART[1:]}/^mpu/(?:create|complete|abort)/(?P<artifact_path>.*)$", "POST"): Call(
+        ANY_TOKEN, (501,), ML_ART + "/mpu/create/{project}/{run}/artifacts/big.bin", {"path": "big.bin"}
+    ),
+    # The links the mlflow client prints (/mlflow/#/experiments/...) open the dashboard.
+    ("mlflow/", "GET"): Call(PUBLIC, (200,), "/mlflow/"),
+    # Anything else under /mlflow/, any method: MLflow's own "no such endpoint" to whoever signed in.
+    **{
+        ("mlflow/^(?P<path>.*)$", method): Call(ANY_TOKEN, (404,), ML + "/registered-models/create", {})
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
+    },
+    ("api/v1/runs/<id:run_id>/artifacts", "GET"): Call(RUN_READ, (200,), RUN + "/artifacts"),
+    ("api/v1/runs/<id:run_id>/artifacts/download", "GET"): Call(
+        RUN_READ, (200,), RUN + "/artifacts/download?path=notes.txt"
+    ),
     # The live websocket: whoever may read the run.
     ("ws/runs/<int:run_id>/", "WEBSOCKET"): Call(RUN_READ, (200,), "/ws/runs/{run}/"),
 }
@@ -305,7 +344,7 @@ def new_run(world: World) -> tuple[Run, str]:
 
 
 @pytest.fixture
-def world(db: Any, settings: Any) -> Iterator[World]:
+def world(db: Any, settings: Any, artifacts_dir: Any) -> Iterator[World]:
     # Hashing a password the default way takes most of a second; these passwords guard nothing.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     team = Team.objects.create(slug="lab", name="Lab")
@@ -324,6 +363,7 @@ def world(db: Any, settings: Any) -> Iterator[World]:
     world = World(team, project, people, tokens, run=None)  # type: ignore[arg-type]
     world.run, tokens[P.OWN_TOKEN] = new_run(world)
     tokens[P.FOREIGN_TOKEN] = new_run(world)[1]
+    artifact_upload(run=world.run, path="notes.txt", body=io.BytesIO(b"notes"), declared_length=5)
     yield world
     # Appends commit, so this process' merger rolls them up a moment later: wait for it before
     # the database is emptied (they would deadlock).
@@ -345,6 +385,10 @@ def _fill(template: Any, values: dict[str, str]) -> Any:
 def _target(world: World, persona: P, call: Call) -> tuple[dict[str, str], str | None]:
     """The values a call's templates are filled with, and the bearer token the persona sends."""
     run, own = (world.run, world.tokens[P.OWN_TOKEN]) if not call.fresh else new_run(world)
+    if call.ended:
+        attempt = run.attempts.get().id
+        run_services.transition(attempt, [RunStatus.QUEUED], RunStatus.RUNNING)
+        run_services.transition(attempt, [RunStatus.RUNNING], RunStatus.SUCCEEDED)
     token = own if persona is P.OWN_TOKEN else world.tokens.get(persona)
     member = world.people[P.MEMBER]
     values = {
@@ -375,9 +419,9 @@ async def _http(method: str, path: str, body: Any, token: str | None, csrf: bool
             await client.get("/api/v1/session", headers=headers)
             headers["x-csrftoken"] = client.cookies.get("csrftoken") or ""
             headers["referer"] = "http://127.0.0.1/"
-        content = None if body is None else json.dumps(body).encode()
+        content = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
         if content is not None:
-            headers["content-type"] = "application/json"
+            headers["content-type"] = "application/octet-stream" if isinstance(body, bytes) else "application/json"
         response = await client.request(method, path, content=content, headers=headers)
         return response.status_code
 

@@ -158,7 +158,7 @@ def test_experiment_names_map_to_teams(owner: Persona, project: Project):
         Project.objects.get(team__slug="lab", name="solo").id
     )
     response = post(owner.client, "experiments/create", {"name": "nowhere/x"})
-    assert_error(response, 400, "INVALID_PARAMETER_VALUE", "not in a team 'nowhere'")
+    assert_error(response, 404, "RESOURCE_DOES_NOT_EXIST", "not in a team 'nowhere'")
     response = post(owner.client, "experiments/create", {"name": "lab/solo"})
     assert_error(response, 400, "RESOURCE_ALREADY_EXISTS", "lab/solo")
     response = post(owner.client, "runs/create", {})
