@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controlplane.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
+from controlplane.env import ConfigError, database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -157,10 +157,23 @@ JOB_ENTRYPOINT = env_str("BARREL_JOB_ENTRYPOINT", "python -m workers.entrypoint"
 # Ship the workers package with each job (py_modules) so a remote cluster runs the code the run
 # was submitted with; a local head can run the checkout in place instead.
 JOB_SHIP_CODE = env_bool("BARREL_JOB_SHIP_CODE", True)
-DISPATCH_MAX_RETRIES = env_int("BARREL_DISPATCH_MAX_RETRIES", 5)
+# While Ray cannot be reached or answers "not now" (5xx, 408, 429), a submit is retried for this
+# long from its first try, with exponential backoff from DISPATCH_RETRY_BASE_S up to
+# DISPATCH_RETRY_MAX_DELAY_S; then the run fails with Ray's last answer. A 4xx (a bad runtime
+# env) fails it at once.
+DISPATCH_RETRY_S = env_float("BARREL_DISPATCH_RETRY_S", 300.0)
+DISPATCH_RETRY_BASE_S = env_float("BARREL_DISPATCH_RETRY_BASE_S", 1.0)
+DISPATCH_RETRY_MAX_DELAY_S = env_float("BARREL_DISPATCH_RETRY_MAX_DELAY_S", 30.0)
 # A DISPATCHING attempt Ray has not heard of after this long is submitted again (same
 # submission_id, so never twice) — repairs a dispatcher that died between row and job.
 DISPATCH_STALE_S = env_float("BARREL_DISPATCH_STALE_S", 60.0)
+if DISPATCH_RETRY_MAX_DELAY_S >= DISPATCH_STALE_S:
+    # A retrying dispatch marks itself alive for DISPATCH_STALE_S at every try; tries further
+    # apart would let the reconciler start a second dispatch beside it.
+    raise ConfigError(
+        f"BARREL_DISPATCH_RETRY_MAX_DELAY_S ({DISPATCH_RETRY_MAX_DELAY_S:g}) must be less than "
+        f"BARREL_DISPATCH_STALE_S ({DISPATCH_STALE_S:g})"
+    )
 LOG_TAIL_CHARS = env_int("BARREL_LOG_TAIL_CHARS", 8000)
 
 # Metrics ingest limits. A request costs a fixed few milliseconds (HTTP, auth, locks, commit)
