@@ -92,6 +92,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("BARREL_CELERY_QUEUE", "barrel")
 RECONCILE_INTERVAL_S = env_float("BARREL_RECONCILE_INTERVAL_S", 2.0)
+ROLLUP_SWEEP_INTERVAL_S = env_float("BARREL_ROLLUP_SWEEP_INTERVAL_S", 10.0)
+# Run beat as a process of its own (`celery beat`), never embedded in a worker (`worker --beat`):
+# a killed worker leaves its embedded beat running. Even so, each periodic task claims its
+# interval in Redis (controlplane.celery.once_per_interval), so a second beat doubles nothing.
 CELERY_BEAT_SCHEDULE = {
     # expires: a reconcile that could not start in time is dropped, never piled up.
     "reconcile-runs": {
@@ -99,7 +103,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": RECONCILE_INTERVAL_S,
         "options": {"expires": RECONCILE_INTERVAL_S * 2},
     },
-    "roll-up-metrics": {"task": "metrics.roll_up", "schedule": 10.0, "options": {"expires": 20.0}},
+    "roll-up-metrics": {
+        "task": "metrics.roll_up",
+        "schedule": ROLLUP_SWEEP_INTERVAL_S,
+        "options": {"expires": ROLLUP_SWEEP_INTERVAL_S * 2},
+    },
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -8,6 +8,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from controlplane.celery import once_per_interval
 from controlplane.runs import dispatch
 
 
@@ -56,5 +57,8 @@ def stop_attempt(self: Any, attempt_id: str) -> None:
 
 
 @shared_task(name="runs.reconcile", soft_time_limit=60, time_limit=90, ignore_result=True)
-def reconcile() -> dict[str, str]:
-    return dispatch.runs_reconcile()
+def reconcile() -> dict[str, str] | None:
+    """Beat sends this every RECONCILE_INTERVAL_S. Two reconciles never overlap and a second
+    scheduler does not double them (once_per_interval); None when this one was skipped."""
+    with once_per_interval("runs.reconcile", settings.RECONCILE_INTERVAL_S, hold_max_s=90) as mine:
+        return dispatch.runs_reconcile() if mine else None
