@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+
 from controlplane.env import ConfigError, database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -75,7 +79,17 @@ CHANNEL_LAYERS = {
             # redis-py 8 reads with a 5 s socket timeout by default, the same 5 s a consumer's
             # blocking receive (BZPOPMIN) waits: an idle watcher's read could time out first and
             # tear its websocket down (django/channels_redis#422). Wait longer than the pop.
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+            # A connection pooled before a Redis restart fails its next command ("Connection
+            # closed by server"); one retry on a fresh connection makes the first websocket after
+            # the restart work instead of being told to try again later.
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    "socket_timeout": 15,
+                    "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=1),
+                    "retry_on_error": [RedisConnectionError],
+                }
+            ],
             # Bounded per-client buffers: a stalled websocket client loses messages (and is told
             # to resync) instead of growing Redis without limit or slowing ingestion.
             "capacity": env_int("BARREL_WS_CAPACITY", 200),

@@ -4,7 +4,6 @@ real beat processes feeding a real worker."""
 from __future__ import annotations
 
 import itertools
-import os
 import re
 import subprocess
 import sys
@@ -15,10 +14,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from controlplane.celery import CLAIM_SHARE, once_per_interval
-from tests.conftest import release_claim
+from tests.conftest import process_env, release_claim
 
 BIN = Path(sys.executable).parent
 
@@ -73,16 +71,11 @@ def test_two_beats_feeding_one_worker_reconcile_once_per_interval(tmp_path: Path
     the worker receives both and reconciles once per interval, never two at a time."""
     interval = 1.0
     queue = f"barrel-test-beats-{uuid.uuid4().hex[:8]}"
-    db = connection.settings_dict
-    env = dict(
-        os.environ,
-        DJANGO_SETTINGS_MODULE="controlplane.settings",
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        REDIS_URL=settings.REDIS_URL,
+    env = process_env(
+        settings.REDIS_URL,
         BARREL_CELERY_QUEUE=queue,
         BARREL_RECONCILE_INTERVAL_S=str(interval),
         BARREL_ROLLUP_SWEEP_INTERVAL_S="3600",
-        BARREL_DB_POOL="false",
     )
     release_claim("runs.reconcile")
     worker_log = tmp_path / "worker.log"
