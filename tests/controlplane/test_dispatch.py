@@ -252,7 +252,13 @@ def test_a_ray_that_refuses_for_a_while_gets_the_job_once_it_answers(dispatcher,
         time.sleep(0.3)
     assert attempt.status in (RunStatus.RUNNING, RunStatus.SUCCEEDED), attempt.failure_reason
     ray = JobSubmissionClient(ray_address)
-    jobs = [j for j in ray.list_jobs() if (j.metadata or {}).get("barrel_run") == str(attempt.run_id)]
+    # Every job Ray holds for this attempt, whatever its submission id (the attempt uuid is unique
+    # across test sessions sharing a Ray head; run ids are not).
+    jobs = [
+        j
+        for j in ray.list_jobs()
+        if ((j.runtime_env or {}).get("env_vars") or {}).get("BARREL_ATTEMPT") == str(attempt.id)
+    ]
     assert [j.submission_id for j in jobs] == [str(attempt.id)]
 
 
