@@ -2,8 +2,11 @@
 
 The websocket (``/ws/runs/{id}/``) sends a ``run.snapshot`` on connect, ``run.status`` on every
 state change, ``metrics.points`` per ingest batch, and ``resync`` when this client fell behind.
-When the connection drops, the watcher reconnects with backoff and refetches the run and the
-latest metric values over REST, so nothing it shows goes stale.
+Every event carries the run's ``seq`` and its ``epoch``; a gap in ``seq`` or a new ``epoch`` (the
+server's counter started again, after a Redis restart) makes the watcher refetch over REST.
+When the connection drops, or the server closes it with 1013 ("try again later": its Redis is
+down), the watcher reconnects with backoff and refetches the run and the latest metric values
+over REST, so nothing it shows goes stale.
 """
 
 from __future__ import annotations
@@ -32,6 +35,33 @@ MAX_KEYS_SHOWN = 4
 MAX_RECONNECT_DELAY_S = 15.0
 # Close codes the server uses for "not yours"/"not logged in": reconnecting cannot help.
 FATAL_CLOSE_CODES = {4401: "not authenticated", 4403: "not allowed", 4404: "run not found"}
+TRY_AGAIN_LATER = 1013
+
+
+class EventOrder:
+    """Follows the run's event counter on one connection: ``observe`` says whether a message
+    comes in order, after a gap (events were lost on the way), or from a new epoch (the server's
+    counter started again at 0: a restart, never a gap or old news). Both of the latter mean
+    "refetch over REST"."""
+
+    def __init__(self) -> None:
+        self.epoch: str | None = None
+        self.seq: int | None = None
+
+    def observe(self, message: dict[str, Any]) -> str:
+        seq, epoch = message.get("seq"), message.get("epoch")
+        if not isinstance(seq, int) or message.get("type") == "resync":
+            return "in-order"
+        if isinstance(epoch, str) and epoch != self.epoch:
+            new = self.epoch is not None
+            self.epoch, self.seq = epoch, seq
+            return "new-epoch" if new else "in-order"
+        if message.get("type") == "run.snapshot" or self.seq is None:
+            self.seq = seq
+            return "in-order"
+        gap = seq > self.seq + 1
+        self.seq = max(self.seq, seq)  # concurrent publishers may swap neighbours: no gap
+        return "gap" if gap else "in-order"
 
 
 def ws_url(base_url: str, run_id: str) -> str:
@@ -202,10 +232,7 @@ def watch(
     while True:
         try:
             with connect(url, additional_headers=headers, open_timeout=10, close_timeout=2) as ws:
-                if failures:
-                    resync(api, run_id, state)
-                    display.message(f"reconnected to {url}")
-                failures = 0
+                order = EventOrder()
                 while True:
                     try:
                         raw = ws.recv(timeout=1.0)
@@ -218,7 +245,14 @@ def watch(
                         continue
                     if not isinstance(message, dict):
                         continue
-                    if state.apply(message) == "resync":
+                    if message.get("type") == "run.snapshot" and failures:
+                        # A feed is back only once it says where it stands: a socket the
+                        # server accepts and closes at once (1013) keeps the backoff growing.
+                        resync(api, run_id, state)
+                        display.message(f"reconnected to {url}")
+                        failures = 0
+                    out_of_order = order.observe(message) != "in-order"
+                    if state.apply(message) == "resync" or out_of_order:
                         resync(api, run_id, state)
                     if state.terminal:
                         return report_end(api, run_id, state, display)
@@ -238,7 +272,10 @@ def watch(
                     f"the live feed of run {run_id} was closed: {FATAL_CLOSE_CODES[code]}",
                     hint="check the id and your login (`barrel login`)",
                 ) from exc
-            reason = f"connection closed ({code})" if code else "connection lost"
+            if code == TRY_AGAIN_LATER:
+                reason = f"the server says: {exc.rcvd.reason}" if exc.rcvd and exc.rcvd.reason else "try again later"
+            else:
+                reason = f"connection closed ({code})" if code else "connection lost"
         except (OSError, InvalidHandshake, TimeoutError) as exc:
             reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         failures += 1

@@ -1,5 +1,6 @@
 """Start the whole local stack: PostgreSQL and Redis (embedded unless DATABASE_URL / REDIS_URL
-are given), migrations, a Ray head, a Celery worker with beat, and the ASGI server.
+are given), migrations, a Ray head, a Celery worker, Celery beat, and the ASGI server; while the
+demo runs, a service that dies is reported and restarted (Stack.supervise).
 
 `make demo` runs `python -m controlplane.devstack demo`; the end-to-end tests start the same
 stack through `Stack`, so the demo path is the tested path.
@@ -166,6 +167,16 @@ def ensure_database(url: str, *, fresh: bool) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+# Services the stack restarts when they die (Stack.supervise), and how often it tries.
+RESTARTABLE = ("web", "worker", "beat")
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 300.0
+
+
+class StackDown(RuntimeError):
+    """A process of the stack died and cannot (or should no longer) be restarted."""
+
+
 @dataclass
 class Stack:
     """A local Barrel stack. Every process it starts, it stops."""
@@ -182,6 +193,7 @@ class Stack:
     ray_cpus: int | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    _restarts: dict[str, list[float]] = field(default_factory=dict)  # name → monotonic times
     _embedded: list[Any] = field(default_factory=list)
     ports: Ports = field(default_factory=Ports)
 
@@ -345,26 +357,78 @@ class Stack:
             ]
         )
 
-    def start_services(self) -> None:
+    def service_args(self, name: str) -> list[str]:
+        """The command line of a restartable service: the Celery worker, Celery beat, the web server.
+
+        Beat is a process of its own, never embedded in the worker (`worker --beat`): a killed
+        worker leaves its embedded beat running, and a restarted worker would add a second one.
+        """
         queue = self.extra_env.get("BARREL_CELERY_QUEUE", "barrel")
-        worker = self._spawn(
-            "worker",
-            [str(BIN / "celery"), "-A", "controlplane", "worker", "--beat", "-Q", queue, "--pool=threads",
-             "--concurrency=4", "--loglevel=INFO", f"--schedule={self.state_dir / 'celerybeat-schedule'}"],
-        )  # fmt: skip
-        web = self._spawn(
-            "web",
-            [str(BIN / "uvicorn"), "controlplane.asgi:application", "--host", "127.0.0.1", "--port", str(self.web_port),
-             "--no-access-log", "--timeout-graceful-shutdown", "5"],
-        )  # fmt: skip
-        wait_for("web server", lambda: http_ok(f"{self.url}/healthz"), 60, web, self.logs / "web.log")
-        wait_for(
-            "celery worker",
-            lambda: "ready." in (self.logs / "worker.log").read_text(errors="replace"),
-            60,
-            worker,
-            self.logs / "worker.log",
-        )
+        if name == "worker":
+            return [str(BIN / "celery"), "-A", "controlplane", "worker", "-Q", queue, "--pool=threads",
+                    "--concurrency=4", "--loglevel=INFO"]  # fmt: skip
+        if name == "beat":
+            return [str(BIN / "celery"), "-A", "controlplane", "beat", "--loglevel=INFO",
+                    f"--schedule={self.state_dir / 'celerybeat-schedule'}"]  # fmt: skip
+        if name == "web":
+            return [str(BIN / "uvicorn"), "controlplane.asgi:application", "--host", "127.0.0.1",
+                    "--port", str(self.web_port), "--no-access-log", "--timeout-graceful-shutdown", "5"]  # fmt: skip
+        raise ValueError(f"{name} is not a service the stack can (re)start; it knows {', '.join(RESTARTABLE)}")
+
+    def start_service(self, name: str) -> subprocess.Popen[bytes]:
+        """Start one service and wait until it is ready (a restart appends to the same log)."""
+        logfile = self.logs / f"{name}.log"
+        seen = logfile.stat().st_size if logfile.exists() else 0
+
+        def logged(text: str) -> bool:
+            with logfile.open("rb") as fh:
+                fh.seek(seen)
+                return text in fh.read().decode(errors="replace")
+
+        proc = self._spawn(name, self.service_args(name))
+        ready: dict[str, Any] = {
+            "web": lambda: http_ok(f"{self.url}/healthz"),
+            "worker": lambda: logged(" ready."),
+            "beat": lambda: logged("beat: Starting..."),
+        }
+        wait_for(f"celery {name}" if name != "web" else "web server", ready[name], 60, proc, logfile)
+        return proc
+
+    def start_services(self) -> None:
+        for name in ("web", "worker", "beat"):
+            self.start_service(name)
+
+    def supervise(self) -> list[str]:
+        """Look at every process once. A service that exited is reported and restarted (its work
+        lives in PostgreSQL and the broker, so a new one picks it up), unless it died
+        MAX_RESTARTS times within RESTART_WINDOW_S: a service that keeps dying will not be
+        fixed by restarting it. Ray is not restarted: its jobs die with it (the reconciler marks
+        them lost), and a silently new cluster would hide that. Returns what it did; raises
+        StackDown when the stack cannot go on."""
+        did: list[str] = []
+        now = time.monotonic()
+        for name, proc in list(self.procs):
+            code = proc.poll()
+            if code is None:
+                continue
+            self.procs.remove((name, proc))
+            where = self.logs / f"{name}.log"
+            if name not in RESTARTABLE:
+                raise StackDown(f"{name} exited with code {code}; see {where}")
+            recent = [t for t in self._restarts.get(name, []) if now - t < RESTART_WINDOW_S]
+            if len(recent) >= MAX_RESTARTS:
+                raise StackDown(
+                    f"{name} exited with code {code}, its {len(recent) + 1}th exit in {RESTART_WINDOW_S:.0f} s; "
+                    f"not restarting it again. See {where}"
+                )
+            self._restarts[name] = [*recent, now]
+            log(f"{name} exited with code {code}; restarting it (see {where})")
+            try:
+                self.start_service(name)
+            except RuntimeError as exc:
+                raise StackDown(f"{name} exited with code {code} and could not be restarted: {exc}") from exc
+            did.append(f"{name} restarted")
+        return did
 
     def start(self) -> Stack:
         try:
@@ -407,12 +471,7 @@ class Stack:
 
     def restart_web(self) -> None:
         self.stop_process("web")
-        web = self._spawn(
-            "web",
-            [str(BIN / "uvicorn"), "controlplane.asgi:application", "--host", "127.0.0.1", "--port", str(self.web_port),
-             "--no-access-log"],
-        )  # fmt: skip
-        wait_for("web server", lambda: http_ok(f"{self.url}/healthz"), 60, web, self.logs / "web.log")
+        self.start_service("web")
 
     def stop(self) -> None:
         for name, _ in reversed(list(self.procs)):
@@ -523,10 +582,11 @@ def demo(args: argparse.Namespace) -> int:
             flush=True,
         )
         while True:
-            for name, proc in stack.procs:
-                if proc.poll() is not None:
-                    log(f"{name} exited with code {proc.returncode}; see {stack.logs / (name + '.log')}")
-                    return 1
+            try:
+                stack.supervise()
+            except StackDown as exc:
+                log(f"{exc}; stopping the stack")
+                return 1
             time.sleep(1)
     except KeyboardInterrupt:
         log("stopping")

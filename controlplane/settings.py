@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controlplane.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from controlplane.env import ConfigError, database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -78,7 +82,17 @@ CHANNEL_LAYERS = {
             # redis-py 8 reads with a 5 s socket timeout by default, the same 5 s a consumer's
             # blocking receive (BZPOPMIN) waits: an idle watcher's read could time out first and
             # tear its websocket down (django/channels_redis#422). Wait longer than the pop.
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+            # A connection pooled before a Redis restart fails its next command ("Connection
+            # closed by server"); one retry on a fresh connection makes the first websocket after
+            # the restart work instead of being told to try again later.
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    "socket_timeout": 15,
+                    "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=1),
+                    "retry_on_error": [RedisConnectionError],
+                }
+            ],
             # Bounded per-client buffers: a stalled websocket client loses messages (and is told
             # to resync) instead of growing Redis without limit or slowing ingestion.
             "capacity": env_int("BARREL_WS_CAPACITY", 200),
@@ -95,6 +109,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("BARREL_CELERY_QUEUE", "barrel")
 RECONCILE_INTERVAL_S = env_float("BARREL_RECONCILE_INTERVAL_S", 2.0)
+ROLLUP_SWEEP_INTERVAL_S = env_float("BARREL_ROLLUP_SWEEP_INTERVAL_S", 10.0)
+# Run beat as a process of its own (`celery beat`), never embedded in a worker (`worker --beat`):
+# a killed worker leaves its embedded beat running. Even so, each periodic task claims its
+# interval in Redis (controlplane.celery.once_per_interval), so a second beat doubles nothing.
 CELERY_BEAT_SCHEDULE = {
     # expires: a reconcile that could not start in time is dropped, never piled up.
     "reconcile-runs": {
@@ -102,7 +120,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": RECONCILE_INTERVAL_S,
         "options": {"expires": RECONCILE_INTERVAL_S * 2},
     },
-    "roll-up-metrics": {"task": "metrics.roll_up", "schedule": 10.0, "options": {"expires": 20.0}},
+    "roll-up-metrics": {
+        "task": "metrics.roll_up",
+        "schedule": ROLLUP_SWEEP_INTERVAL_S,
+        "options": {"expires": ROLLUP_SWEEP_INTERVAL_S * 2},
+    },
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -170,10 +192,23 @@ JOB_ENTRYPOINT = env_str("BARREL_JOB_ENTRYPOINT", "exec python -m workers.entryp
 # Ship the workers package with each job (py_modules) so a remote cluster runs the code the run
 # was submitted with; a local head can run the checkout in place instead.
 JOB_SHIP_CODE = env_bool("BARREL_JOB_SHIP_CODE", True)
-DISPATCH_MAX_RETRIES = env_int("BARREL_DISPATCH_MAX_RETRIES", 5)
+# While Ray cannot be reached or answers "not now" (5xx, 408, 429), a submit is retried for this
+# long from its first try, with exponential backoff from DISPATCH_RETRY_BASE_S up to
+# DISPATCH_RETRY_MAX_DELAY_S; then the run fails with Ray's last answer. A 4xx (a bad runtime
+# env) fails it at once.
+DISPATCH_RETRY_S = env_float("BARREL_DISPATCH_RETRY_S", 300.0)
+DISPATCH_RETRY_BASE_S = env_float("BARREL_DISPATCH_RETRY_BASE_S", 1.0)
+DISPATCH_RETRY_MAX_DELAY_S = env_float("BARREL_DISPATCH_RETRY_MAX_DELAY_S", 30.0)
 # A DISPATCHING attempt Ray has not heard of after this long is submitted again (same
 # submission_id, so never twice) — repairs a dispatcher that died between row and job.
 DISPATCH_STALE_S = env_float("BARREL_DISPATCH_STALE_S", 60.0)
+if DISPATCH_RETRY_MAX_DELAY_S >= DISPATCH_STALE_S:
+    # A retrying dispatch marks itself alive for DISPATCH_STALE_S at every try; tries further
+    # apart would let the reconciler start a second dispatch beside it.
+    raise ConfigError(
+        f"BARREL_DISPATCH_RETRY_MAX_DELAY_S ({DISPATCH_RETRY_MAX_DELAY_S:g}) must be less than "
+        f"BARREL_DISPATCH_STALE_S ({DISPATCH_STALE_S:g})"
+    )
 LOG_TAIL_CHARS = env_int("BARREL_LOG_TAIL_CHARS", 8000)
 
 # Metrics ingest limits. A request costs a fixed few milliseconds (HTTP, auth, locks, commit)

@@ -77,6 +77,35 @@ def run(owner: Persona, project: Project) -> Run:
     return run_services.run_submit(user=owner.user, project=project.id, recipe="smoke", config={"steps": 3})
 
 
+def process_env(redis_url: str, **extra: str) -> dict[str, str]:
+    """The environment for a control-plane process (uvicorn, celery) a test starts itself: the
+    test database (it sees what a transactional test commits), the given Redis, no DB pool."""
+    import os
+
+    from django.db import connection
+
+    db = connection.settings_dict
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "REDIS_URL": redis_url,
+        "BARREL_DB_POOL": "false",
+        **extra,
+    }
+
+
+def release_claim(name: str) -> None:
+    """Free a periodic task's claim on its interval (controlplane.celery.once_per_interval), so
+    that a test calling the task is not skipped because an earlier test just ran it."""
+    import redis
+    from django.conf import settings
+
+    from controlplane.celery import claim_key
+
+    redis.Redis.from_url(settings.REDIS_URL).delete(claim_key(name))
+
+
 def run_token_for(run: Run) -> str:
     attempt = Attempt.objects.filter(run=run).order_by("-number").first()
     assert attempt is not None

@@ -100,6 +100,15 @@ def test_celery_app_and_queue(services):
     assert option(worker, "-Q") == settings_default("BARREL_CELERY_QUEUE")
 
 
+def test_beat_runs_on_its_own_and_no_worker_embeds_one(services):
+    assert argv(services["beat"])[3] == "beat"
+    assert services["beat"]["restart"] == "unless-stopped"
+    for name, service in services.items():
+        args = argv(service)
+        if args[:1] == ["celery"] and "worker" in args:
+            assert not {"-B", "--beat"} & set(args), f"{name} embeds a beat"
+
+
 def test_ray_cluster_addresses(services):
     head, gpu = argv(services["ray-head"]), argv(services["ray-worker-gpu"])
     assert option(gpu, "--address") == f"ray-head:{option(head, '--port')}"

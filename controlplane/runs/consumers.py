@@ -3,22 +3,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from typing import Any
 
+import redis
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from controlplane import observability
-from controlplane.events import run_group, run_seq
+from controlplane.events import run_group, run_position
 from controlplane.runs.models import Run, RunToken
 from controlplane.runs.selectors import run_for
 from controlplane.runs.services import run_event
+
+logger = logging.getLogger(__name__)
 
 RESYNC = '{"type": "resync"}'
 # Close codes of a refused handshake (4000-4999 are the application's): HTTP's 401 and 404.
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+# "Try Again Later" (RFC 6455, 7.4.1 registry): the live feed is down for a while (Redis is),
+# not the request. A browser sees only an opaque failure for a refused handshake, but reads a
+# close code and reason; the dashboard and `barrel watch` reconnect with backoff.
+TRY_AGAIN_LATER = 1013
+REDIS_DOWN_REASON = "live events are unavailable (Redis is down); try again later"
+REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
 def _visible_run(scope: dict[str, Any], run_id: int) -> Run | None:
@@ -44,6 +55,8 @@ class RunConsumer(AsyncWebsocketConsumer):
 
     group: str | None = None
     last_seq: int = 0
+    epoch: str | None = None
+    accepted: bool = False
     outbox: asyncio.Queue[str] | None = None
     queued_bytes: int = 0
     writer: asyncio.Task[None] | None = None
@@ -59,21 +72,45 @@ class RunConsumer(AsyncWebsocketConsumer):
             # Refuse the handshake: an outsider learns nothing about whether the run exists.
             await self.close(code=CLOSE_NOT_FOUND)
             return
+        await self.channel_layer.group_add(run_group(run_id), self.channel_name)
         self.group = run_group(run_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
         # Read after joining: an event published between the two is both counted here and
         # delivered, which is harmless; the other order could miss one unnoticed.
-        self.last_seq = await database_sync_to_async(run_seq)(run_id)
+        self.last_seq, self.epoch = await sync_to_async(run_position)(run_id)
         await self.accept()
         observability.WS_CLIENTS.inc()
         self.outbox = asyncio.Queue()  # bounded by _enqueue, in messages and in bytes
         snapshot = await database_sync_to_async(run_event)(run, "run.snapshot")
-        self._enqueue(json.dumps({**snapshot, "seq": self.last_seq}, default=str))
+        self._enqueue(json.dumps({**snapshot, "seq": self.last_seq, "epoch": self.epoch}, default=str))
         self.writer = asyncio.create_task(self._write())
 
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Redis down — at connect (joining the group, reading the seq, the layer's first
+        receive) or under an open socket — ends the socket with TRY_AGAIN_LATER and a reason,
+        accepting it first if need be, instead of an HTTP 500 or a dropped connection."""
+        try:
+            await super().__call__(scope, receive, send)
+        except REDIS_ERRORS as exc:
+            logger.warning("live feed closed with %d: Redis: %s", TRY_AGAIN_LATER, exc)
+            await self._leave()
+            with contextlib.suppress(Exception):  # the client may be gone already
+                if not self.accepted:
+                    await send({"type": "websocket.accept"})
+                await send({"type": "websocket.close", "code": TRY_AGAIN_LATER, "reason": REDIS_DOWN_REASON})
+
+    async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
+        await super().accept(subprotocol, headers)
+        self.accepted = True
+
     async def disconnect(self, code: int) -> None:
+        await self._leave()
+
+    async def _leave(self) -> None:
         if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            group, self.group = self.group, None
+            # With Redis down there is nothing to leave: the group expires with its data.
+            with contextlib.suppress(*REDIS_ERRORS):
+                await self.channel_layer.group_discard(group, self.channel_name)
         if self.outbox is not None:
             observability.WS_CLIENTS.dec()
             self.outbox = None
@@ -89,6 +126,15 @@ class RunConsumer(AsyncWebsocketConsumer):
 
     async def run_event(self, message: dict[str, Any]) -> None:
         seq = message.get("seq")
+        epoch = message.get("epoch")
+        if isinstance(epoch, str) and epoch != self.epoch:
+            # The counter started again (Redis lost it): not a gap, not old news; the client
+            # refetches, and this event's seq is where the new epoch stands.
+            self.epoch = epoch
+            self.last_seq = seq if isinstance(seq, int) else 0
+            self._fall_behind()
+            self._enqueue(message["text"])
+            return
         if isinstance(seq, int):
             if seq > self.last_seq + 1:
                 self._fall_behind()

@@ -8,11 +8,13 @@ the same id, which makes dispatch idempotent even when two workers race.
 from __future__ import annotations
 
 import logging
+import random
 import re
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,7 +29,8 @@ _client: Any = None
 
 
 class RayUnavailable(Exception):
-    """Ray's dashboard could not be reached: retry later, never conclude anything about jobs."""
+    """Ray could not be reached, or answered that it cannot take the request now (a 5xx, 408 or
+    429): retry later, never conclude anything about jobs. The message is what Ray answered."""
 
 
 def ray_client() -> Any:
@@ -51,6 +54,66 @@ def _is_connection_error(exc: BaseException) -> bool:
     import requests
 
     return isinstance(exc, (ConnectionError, requests.exceptions.ConnectionError, requests.exceptions.Timeout))
+
+
+# JobSubmissionClient turns every HTTP answer it does not expect into
+# RuntimeError(f"Request failed with status code {status}: {body}.") (ray.dashboard.modules
+# .dashboard_sdk.SubmissionClient._raise_error, Ray 2.60): the status is only in the text.
+_RAY_HTTP_ERROR = re.compile(r"^Request failed with status code (\d{3}): ?(.*)$", re.S)
+# Answers that say "not now" rather than "not this job": Ray's own 500s are "No available agent to
+# submit job, please try again later." and the exceptions of a head that is starting or
+# overloaded; a proxy in front of the dashboard answers 502/503/504 while Ray restarts.
+_TRANSIENT_STATUSES = {408, 429}
+
+
+def ray_http_status(exc: BaseException) -> int | None:
+    """The HTTP status of a Ray Jobs API refusal, or None when it was no HTTP answer."""
+    match = _RAY_HTTP_ERROR.match(str(exc)) if isinstance(exc, RuntimeError) else None
+    return int(match.group(1)) if match else None
+
+
+def ray_answer(exc: BaseException) -> str:
+    """What Ray answered, in one line: `HTTP 503: <the body's last line>`, or the connection error."""
+    match = _RAY_HTTP_ERROR.match(str(exc)) if isinstance(exc, RuntimeError) else None
+    if match is None:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return text[:300]
+    # A 500's body is a traceback: its last line names the exception.
+    lines = [line.strip() for line in match.group(2).rstrip(".").splitlines() if line.strip()]
+    return f"HTTP {match.group(1)}: {lines[-1][:300] if lines else '(empty body)'}"
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed Ray request is worth retrying: no connection, or a 5xx/408/429 answer."""
+    if _is_connection_error(exc):
+        return True
+    status = ray_http_status(exc)
+    return status is not None and (status >= 500 or status in _TRANSIENT_STATUSES)
+
+
+def retry_delay(retries: int) -> float:
+    """Seconds before dispatch try `retries + 2`: exponential from DISPATCH_RETRY_BASE_S, capped at
+    DISPATCH_RETRY_MAX_DELAY_S, with jitter so that many runs refused at once do not come back
+    in step."""
+    ceiling = min(settings.DISPATCH_RETRY_MAX_DELAY_S, settings.DISPATCH_RETRY_BASE_S * 2 ** min(retries, 20))
+    return float(ceiling * random.uniform(0.5, 1.0))
+
+
+def _dispatching_key(attempt_id: str) -> str:
+    return f"barrel:dispatching:{attempt_id}"
+
+
+def _note_dispatch_try(attempt_id: str) -> None:
+    """Mark a dispatch of this attempt as alive for DISPATCH_STALE_S. A retrying dispatch tries at
+    least every DISPATCH_RETRY_MAX_DELAY_S (less than DISPATCH_STALE_S), so while it lives the
+    reconciler does not start a second one beside it."""
+    cache.set(_dispatching_key(attempt_id), 1, timeout=settings.DISPATCH_STALE_S)
+
+
+def _claim_redispatch(attempt_id: str) -> bool:
+    """True for at most one caller per DISPATCH_STALE_S, and only when no dispatch of the attempt
+    tried within that time (an atomic add: two reconcilers cannot both claim it)."""
+    return bool(cache.add(_dispatching_key(attempt_id), 1, timeout=settings.DISPATCH_STALE_S))
 
 
 def _not_found(exc: BaseException) -> bool:
@@ -100,12 +163,15 @@ def attempt_dispatch(*, attempt_id: str) -> str:
 
     Safe to call any number of times: a second call either finds the attempt past QUEUED and
     re-submits under the same submission_id (which Ray refuses as a duplicate), or does nothing.
+    Raises RayUnavailable when Ray could not be reached or answered "not now" (see is_transient),
+    and Ray's own exception when it refused the job itself (a bad runtime env: a 4xx).
     """
     services.transition(attempt_id, [S.QUEUED], S.DISPATCHING)
     attempt = Attempt.objects.filter(id=attempt_id).select_related("resume_from").first()
     if attempt is None or attempt.status != S.DISPATCHING:
         return "skipped"
     services.attempt_count_dispatch_try(attempt_id)
+    _note_dispatch_try(attempt_id)
     client = ray_client()
     with transaction.atomic():
         token = _issue_run_token(attempt)
@@ -119,10 +185,13 @@ def attempt_dispatch(*, attempt_id: str) -> str:
         outcome = "submitted"
     except Exception as exc:
         if "already exists" in str(exc):
+            # A try whose answer was lost (a dropped connection, a 5xx after the job was taken)
+            # is retried under the same submission_id: Ray has the job, which is what we wanted.
             outcome = "duplicate"
-        elif _is_connection_error(exc):
-            _reset_client()
-            raise RayUnavailable(str(exc)) from exc
+        elif is_transient(exc):
+            if _is_connection_error(exc):
+                _reset_client()
+            raise RayUnavailable(ray_answer(exc)) from exc
         else:
             raise
     Attempt.objects.filter(id=attempt_id, submitted_at__isnull=True).update(submitted_at=timezone.now())
@@ -143,12 +212,15 @@ def attempt_stop(*, attempt_id: str) -> None:
     except RayUnavailable:
         raise
     except Exception as exc:
+        # A connection error first: its text names the address, whose port may read "404".
         if _is_connection_error(exc):
             _reset_client()
-            raise RayUnavailable(str(exc)) from exc
-        if not _not_found(exc):
-            raise
-        # No job yet: the reconciler settles it once the dispatch grace has passed.
+            raise RayUnavailable(ray_answer(exc)) from exc
+        if _not_found(exc):
+            return  # No job yet: the reconciler settles it once the dispatch grace has passed.
+        if is_transient(exc):
+            raise RayUnavailable(ray_answer(exc)) from exc
+        raise
 
 
 _EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*$")
@@ -211,6 +283,8 @@ def _settle_missing(attempt: Attempt) -> str:
         return "cancelled"
     if attempt.submitted_at is None:
         if attempt.status == S.DISPATCHING and age > settings.DISPATCH_STALE_S:
+            if not _claim_redispatch(aid):
+                return "dispatching"  # a dispatch is still retrying (Ray refusing for now)
             from controlplane.runs.tasks import dispatch_attempt
 
             dispatch_attempt.delay(aid)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import io
 from datetime import UTC, datetime
 
-from barrel_cli.watch import Display, WatchState, exit_code_for, ws_url
+from barrel_cli.watch import Display, EventOrder, WatchState, exit_code_for, ws_url
 
 
 def test_the_websocket_url_follows_the_api_url() -> None:
@@ -79,3 +79,15 @@ def test_a_terminal_gets_one_rewritten_line() -> None:
     text = out.getvalue()
     assert text.count("\r\x1b[2K") == 2
     assert text.endswith("\ndone\n")
+
+
+def test_the_event_order_tells_a_gap_and_a_new_epoch_from_events_in_order() -> None:
+    order = EventOrder()
+    assert order.observe({"type": "run.snapshot", "seq": 5, "epoch": "e1"}) == "in-order"
+    assert order.observe({"type": "metrics.points", "seq": 6, "epoch": "e1"}) == "in-order"
+    assert order.observe({"type": "metrics.points", "seq": 8, "epoch": "e1"}) == "gap"
+    assert order.observe({"type": "metrics.points", "seq": 7, "epoch": "e1"}) == "in-order"  # late, not lost
+    assert order.observe({"type": "resync"}) == "in-order"
+    # The server's counter started again (Redis restarted): seq 1 is neither old nor a gap.
+    assert order.observe({"type": "metrics.points", "seq": 1, "epoch": "e2"}) == "new-epoch"
+    assert order.observe({"type": "metrics.points", "seq": 2, "epoch": "e2"}) == "in-order"

@@ -134,6 +134,25 @@ async def test_events_carry_a_run_seq_and_a_gap_makes_the_consumer_ask_for_a_res
     await ws.disconnect()
 
 
+async def test_a_new_epoch_is_passed_on_after_a_resync_never_read_as_a_gap(owner: Persona, run: Run):
+    ws = connect(run.id, owner.token)
+    assert (await ws.connect())[0]
+    snapshot = await receive(ws)
+    assert (snapshot["seq"], snapshot["epoch"]) == await sync_to_async(events.run_position)(run.id)
+    # Redis lost the run's counter (a restart without persistence): it starts again, newly named.
+    await sync_to_async(events._redis().delete)(events.seq_key(run.id))
+    points = parse_points({"points": [{"key": "a", "step": 0, "value": 1}]}, max_points=10)
+    await sync_to_async(metrics_ingest)(run_id=run.id, points=points)
+    assert (await receive(ws)) == {"type": "resync"}
+    event = await receive(ws)
+    assert event["seq"] == 1 and event["epoch"] != snapshot["epoch"]
+    points = parse_points({"points": [{"key": "a", "step": 1, "value": 2}]}, max_points=10)
+    await sync_to_async(metrics_ingest)(run_id=run.id, points=points)
+    after = await receive(ws)
+    assert (after["seq"], after["epoch"]) == (2, event["epoch"])  # in order in the new epoch
+    await ws.disconnect()
+
+
 async def test_connected_clients_are_counted_for_prometheus(owner: Persona, run: Run):
     from controlplane.observability import WS_CLIENTS
 

@@ -34,7 +34,7 @@ from workers.report.client import (
 from workers.report.encoding import EncodedPoint, as_columns, batches, decode_value, encode_point, encode_value
 from workers.report.replay import replay_spool
 from workers.report.reporter import Reporter
-from workers.report.spool import Spool, spool_path
+from workers.report.spool import HEADER, Spool, frame, spool_path
 
 
 def closed_port_url() -> str:
@@ -219,15 +219,15 @@ def test_a_409_drops_everything_left() -> None:
 
 def test_spool_round_trip_and_merge_up_to_the_batch_size(tmp_path: Path) -> None:
     spool = Spool(spool_path(tmp_path, "12", "a-b/c"))
-    assert spool.path.name == "run-12-a-b_c.jsonl"
+    assert spool.path.name == "run-12-a-b_c.spool"
     spool.append("12", "a-b/c", points(3))
     spool.append("12", "a-b/c", points(3, start=3))
     spool.append("12", "a-b/c", points(3, start=6))
     first = spool.read_pending(6)
-    assert first.run_id == "12" and first.lines == 2
+    assert first.run_id == "12" and first.records == 2
     assert [p["step"] for p in first.points] == list(range(6))
-    one = spool.read_pending(1)  # at least one line even when it holds more points
-    assert one.lines == 1 and len(one.points) == 3
+    one = spool.read_pending(1)  # at least one record even when it holds more points
+    assert one.records == 1 and len(one.points) == 3
 
 
 def test_spool_progress_survives_a_restart_and_finished_files_disappear(tmp_path: Path) -> None:
@@ -243,20 +243,112 @@ def test_spool_progress_survives_a_restart_and_finished_files_disappear(tmp_path
     assert [p["step"] for p in rest.points] == [2, 3]
     again.ack(rest.end_offset)
     assert not again.pending()
+    assert again.finish()
     assert not path.exists() and not again.offset_path.exists()
 
 
-def test_a_torn_line_from_a_crash_is_skipped_and_later_lines_still_read(tmp_path: Path) -> None:
+def test_a_record_torn_by_a_crash_is_skipped_and_later_records_still_read(tmp_path: Path) -> None:
     path = spool_path(tmp_path, "12", None)
     spool = Spool(path)
     spool.append("12", None, points(1))
     with open(path, "ab") as fh:
-        fh.write(b'{"v":1,"run_id":"12","points":[{"key"')  # crash mid-write
+        fh.write(frame(b'{"run_id":"12","attempt":null,"points":[{"key":"a","step":9}]}')[:-20])  # crash mid-write
     spool = Spool(path)
     spool.append("12", None, points(1, start=5))
     chunk = spool.read_pending(100)
-    assert chunk.bad_lines == 1
+    assert chunk.damaged == 1 and spool.damaged_records == 1
     assert [p["step"] for p in chunk.points] == [0, 5]
+
+
+def records_of(path: Path) -> list[tuple[int, int]]:
+    """(start, end) of each record in a spool file, read from the framing."""
+    data, found, pos = path.read_bytes(), [], 0
+    while pos < len(data):
+        _, length, _ = HEADER.unpack_from(data, pos)
+        found.append((pos, pos + HEADER.size + length))
+        pos += HEADER.size + length
+    return found
+
+
+def test_a_flipped_byte_and_a_torn_last_record_are_detected_not_parsed(tmp_path: Path) -> None:
+    path = spool_path(tmp_path, "12", None)
+    writer = Spool(path)
+    for i in range(5):
+        writer.append("12", None, [encode_point("reward/mean", i, 0.25 + i, 0.0)])
+    spans = records_of(path)
+    data = bytearray(path.read_bytes())
+    # A digit of record 1's value: still valid JSON, so only the CRC can tell it was changed.
+    digit = data.index(b'"value":1.25', spans[1][0]) + len('"value":1.')
+    data[digit] ^= 0x01  # 2 → 3
+    assert b'"value":1.35' in data
+    del data[spans[4][1] - 10 :]  # the last record torn
+    path.write_bytes(bytes(data))
+
+    spool = Spool(path)
+    chunk = spool.read_pending(100)
+    assert [(p["step"], p["value"]) for p in chunk.points] == [(0, 0.25), (2, 2.25), (3, 3.25)]
+    assert chunk.damaged == 2 and spool.damaged_records == 2
+    assert spool.damaged_bytes == (spans[1][1] - spans[1][0]) + (spans[4][1] - 10 - spans[4][0])
+    assert spool.read_pending(100).damaged == 0 and spool.damaged_records == 2  # counted once
+    spool.ack(chunk.end_offset)
+    assert not spool.pending()
+
+
+def test_a_damaged_length_costs_only_its_record(tmp_path: Path) -> None:
+    path = spool_path(tmp_path, "12", None)
+    writer = Spool(path)
+    for i in range(4):
+        writer.append("12", None, [encode_point("reward/mean", i, float(i), 0.0)])
+    spans = records_of(path)
+    data = bytearray(path.read_bytes())
+    data[spans[2][0] + 5] ^= 0x40  # record 2's length now points far past the end of the file
+    path.write_bytes(bytes(data))
+    spool = Spool(path)
+    chunk = spool.read_pending(100)
+    assert [p["step"] for p in chunk.points] == [0, 1, 3] and chunk.damaged == 1
+
+
+def test_a_black_hole_holds_no_point_in_memory_the_spool_has_them_before_any_answer(tmp_path: Path) -> None:
+    """The first POST hangs for its whole timeout; everything logged meanwhile is still written
+    to the spool on every flush interval, not held behind the hung batch."""
+    with BlackHole() as url:
+        reporter = Reporter(url, 12, "brr_test", attempt="a", spool_dir=tmp_path, flush_interval_s=0.05, timeout_s=30)
+        reporter.log({"a": 0.0}, 0)
+        assert wait_until(lambda: reporter.stats.spooled == 1)
+        for step in range(1, 20):
+            reporter.log({"a": float(step)}, step)
+        assert wait_until(lambda: reporter.stats.spooled == 20)
+        # A reader of the file, as after a SIGKILL: the points are on disk, not only in memory.
+        assert [p["step"] for p in Spool(reporter.spool.path).read_pending(100).points] == list(range(20))
+        assert reporter.stats.sent == 0
+        reporter.close(timeout=0.2)
+
+
+class BlackHole:
+    """A server that accepts connections and never answers (a hung control plane)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def __enter__(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def __exit__(self, *exc: object) -> None:
+        for conn in self.held:
+            conn.close()
+        self.sock.close()
 
 
 def test_nan_survives_the_spool(tmp_path: Path) -> None:
@@ -308,7 +400,7 @@ def test_replaying_a_spool_against_an_unreachable_server_keeps_the_file(tmp_path
 
 
 def test_the_replay_command_reports_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = replay_module.main([str(tmp_path / "nope.jsonl"), "--api-url", "http://x", "--token", "t"])
+    code = replay_module.main([str(tmp_path / "nope.spool"), "--api-url", "http://x", "--token", "t"])
     assert code == 1
     assert "no such file" in capsys.readouterr().err
 
@@ -325,17 +417,17 @@ def test_log_never_raises_on_bad_input_and_counts_what_it_drops(tmp_path: Path) 
     reporter.close(timeout=0.2)
 
 
-def test_a_dead_background_thread_does_not_break_log(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_dead_writer_thread_does_not_break_log(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     reporter = make_reporter(tmp_path)
-    real_round = reporter._round
+    real_round = reporter._write_round
 
     def crash() -> None:
-        if threading.current_thread() is reporter._thread:
-            raise SystemExit("simulated death of the delivery thread")
+        if threading.current_thread() is reporter._writer:
+            raise SystemExit("simulated death of the writer thread")
         real_round()
 
-    reporter._round = crash  # type: ignore[method-assign]
-    reporter.log({"a": 1.0}, 1)  # wakes the thread, which dies on its next round
+    reporter._write_round = crash  # type: ignore[method-assign]
+    reporter.log({"a": 1.0}, 1)  # wakes the writer, which dies on its next round
     with caplog.at_level(logging.ERROR, logger="barrel.report"):
         assert wait_until(lambda: not reporter.stats.thread_alive)
     for step in range(2, 6):
@@ -346,7 +438,7 @@ def test_a_dead_background_thread_does_not_break_log(tmp_path: Path, caplog: pyt
     left = reporter.close(timeout=0.2)
     assert left is not None
     assert sorted(p["step"] for p in spooled_points(left)) == [1, 2, 3, 4, 5]
-    assert "background thread died" in caplog.text
+    assert "writer thread died" in caplog.text
 
 
 def test_a_full_queue_spills_to_the_spool_instead_of_blocking(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 The API URL and token come from ``--api-url``/``--token`` or ``BARREL_API_URL``/``BARREL_RUN_TOKEN``
 (``BARREL_TOKEN``, a user token of a team member, works too). Points are keyed by (run, key,
 step) on the server, so replaying a file twice, or one that was partly delivered, is harmless.
+Records torn by a crash or corrupted on disk fail their CRC and are skipped and counted, never
+sent; the records after them are.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m workers.report.replay",
         description="Send the metric points a job left in a spool file.",
     )
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="spool file(s) (*.jsonl)")
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="spool file(s) (*.spool)")
     parser.add_argument(
         "--api-url",
         default=os.environ.get("BARREL_API_URL"),
@@ -52,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         result = replay_spool(path, args.api_url, args.token, deadline_s=args.deadline)
         line = f"{path}: {result.replayed} point(s) delivered, {result.dropped} dropped"
+        if result.damaged:
+            line += f", {result.damaged} damaged record(s) ({result.damaged_bytes} bytes) skipped"
         if result.remaining:
             print(
                 f"{line}; points remain ({result.error or 'deadline reached'})",

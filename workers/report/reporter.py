@@ -1,26 +1,28 @@
-"""The metric reporter: non-blocking ``log()`` in training code, delivery in a background thread.
+"""The metric reporter: non-blocking ``log()`` in training code, delivery in the background.
 
-Delivery semantics (at least once, no loss while the process lives):
+Delivery semantics (at least once; on a hard kill, at most about one flush interval lost):
 
 - ``log()`` converts values to floats, stamps the time and appends to an in-memory queue; it
   never blocks on the network and never raises.
-- A daemon thread drains the queue every ``flush_interval_s`` (or as soon as ``batch_size``
-  points wait) and POSTs batches in order. While the spool file holds anything, new batches are
-  appended behind it instead, so the server sees points in the order they were logged.
+- A writer thread drains the queue every ``flush_interval_s`` (or as soon as ``batch_size``
+  points wait) and appends it to the spool file, one record per batch and one fsync per round,
+  BEFORE anything is sent. A sender thread sends the spool, oldest record first, and moves its
+  acknowledged offset after each answer. So a POST that hangs holds nothing in memory: what is
+  logged meanwhile reaches the disk on the writer's next round, and a SIGKILL or OOM loses only
+  what was logged since the last round (about ``flush_interval_s`` of points).
 - A batch that cannot be delivered now (connection error, timeout, 5xx, 429; or 401/403/404,
-  which mean a wrong token or URL) is appended to the spool file with fsync. The spool is
-  replayed, oldest first, after an exponential backoff with jitter (``Retry-After`` on 429); a
-  replayed batch leaves the spool only after a 2xx.
+  which mean a wrong token or URL) stays in the spool and is sent again after an exponential
+  backoff with jitter (``Retry-After`` on 429); it leaves the spool only after a 2xx.
 - 413 splits the batch in halves; 400 (and other "your request is wrong" answers) drops that
   batch, logged and counted; 409 (run finished) drops everything, now and later.
 - ``close()`` tries until its deadline; whatever is left stays in the spool file, whose path it
   returns and logs with the command that sends it later (``python -m workers.report.replay``).
 
 Degraded modes, chosen so that training never notices: when the queue holds ``max_queue``
-points, or the background thread has died, ``log()`` appends the points to the spool file itself
+points, or the writer thread has died, ``log()`` appends the points to the spool file itself
 (slower, still no loss); if even that fails (disk full), the points are dropped and counted, with
-a warning every so often. What is lost on a hard kill (SIGKILL, OOM) is what was still in memory:
-at most about ``flush_interval_s`` of points plus the batch in flight.
+a warning every so often. Damaged spool records (torn by a crash, or corrupted on disk) are
+skipped and counted (``ReporterStats.spool_damaged``).
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ _REPLAY_SLICE_S = 5.0
 
 @dataclass(frozen=True)
 class ReporterStats:
-    """Counts of points (not batches)."""
+    """Counts of points (not batches). Every point is spooled before it is sent; ``sent`` counts
+    those delivered at their first try, ``replayed`` those delivered after a failed one (or left
+    in the spool by an earlier process)."""
 
     sent: int
     spooled: int
@@ -68,7 +72,8 @@ class ReporterStats:
     spool_pending: bool
     consecutive_failures: int
     last_error: str
-    thread_alive: bool
+    thread_alive: bool  # both background threads (the spool writer and the sender)
+    spool_damaged: int = 0  # damaged spool records (torn or corrupted) skipped
 
 
 class Reporter:
@@ -108,9 +113,10 @@ class Reporter:
 
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
-        self._wake = threading.Event()
+        self._wake_writer = threading.Event()
+        self._wake_sender = threading.Event()
         self._queue: deque[EncodedPoint] = deque()
-        self._inflight: list[EncodedPoint] = []
+        self._writing: list[EncodedPoint] = []  # taken off the queue, not on disk yet
 
         self._closing = False
         self._closed = False
@@ -130,6 +136,9 @@ class Reporter:
         self._dropped = 0
         self._final_spool: Path | None = None
 
+        # The writer never touches the network and the sender never the queue: a send that hangs
+        # for its whole timeout does not keep what is logged meanwhile from the disk.
+        self._writer = threading.Thread(target=self._write_loop, name=f"barrel-spool-{self.run_id}", daemon=True)
         self._thread = threading.Thread(target=self._loop, name=f"barrel-reporter-{self.run_id}", daemon=True)
         if self.spool.pending():
             log.info(
@@ -137,6 +146,7 @@ class Reporter:
                 self.spool.path,
             )
         if start:
+            self._writer.start()
             self._thread.start()
             atexit.register(self._close_at_exit)
 
@@ -244,7 +254,7 @@ class Reporter:
         """
         deadline = time.monotonic() + max(0.0, timeout)
         try:
-            if not self._thread.is_alive():
+            if not (self._writer.is_alive() and self._thread.is_alive()):
                 with self._lock:
                     closed = self._closed
                 if not closed:
@@ -253,7 +263,10 @@ class Reporter:
                     return self._idle_locked()
             with self._cv:
                 self._flush_now = True
-            self._wake.set()
+                # One prompt attempt even if a backoff is running (not against a Retry-After).
+                if not self._hard_wait:
+                    self._next_attempt_at = min(self._next_attempt_at, time.monotonic())
+            self._wake_writer.set()
             with self._cv:
                 return self._cv.wait_for(self._idle_locked, timeout=max(0.0, deadline - time.monotonic()))
         except Exception:  # flush is called from training code too
@@ -271,26 +284,28 @@ class Reporter:
             if not self._hard_wait:
                 # One prompt attempt on the way out even if a long backoff is running.
                 self._next_attempt_at = min(self._next_attempt_at, time.monotonic())
-        self._wake.set()
-        if self._thread.is_alive():
-            # A little grace: the thread's own waits end at the same deadline.
-            self._thread.join(max(0.0, deadline - time.monotonic()) + 0.25)
+        self._wake_writer.set()
+        self._wake_sender.set()
+        for thread in (self._writer, self._thread):
+            if thread.is_alive():
+                # A little grace: the threads' own waits end at the same deadline.
+                thread.join(max(0.0, deadline - time.monotonic()) + 0.25)
         try:
-            if self._thread.is_alive():
+            if self._writer.is_alive() or self._thread.is_alive():
                 with self._lock:
                     self._abandoned = True
             else:
-                # The thread has finished, never ran, or died: a last round here, within the deadline.
+                # The threads have finished, never ran, or died: a last round here, within the deadline.
                 self._deliver_inline(deadline)
         except Exception:
             log.exception("reporter: final delivery failed")
         with self._lock:
-            rescue = list(self._inflight) + list(self._queue)
-            self._inflight = []
+            rescue = list(self._writing) + list(self._queue)
+            self._writing = []
             self._queue.clear()
             self._closed = True
         if rescue:
-            # Points the thread had not settled by the deadline; a duplicate is harmless.
+            # Points the writer had not put on disk by the deadline.
             self._spool_points(rescue)
         atexit.unregister(self._close_at_exit)
         if self._records is not None:
@@ -313,11 +328,14 @@ class Reporter:
                 self.spool.path,
             )
         else:
+            self.spool.finish()
             log.info(
                 "reporter: %d point(s) delivered, %d dropped",
                 stats.sent + stats.replayed,
                 stats.dropped,
             )
+        if stats.spool_damaged:
+            log.warning("reporter: %d damaged spool record(s) were skipped", stats.spool_damaged)
         return self._final_spool
 
     @property
@@ -328,11 +346,12 @@ class Reporter:
                 spooled=self._spooled,
                 replayed=self._replayed,
                 dropped=self._dropped,
-                queued=len(self._queue) + len(self._inflight),
+                queued=len(self._queue) + len(self._writing),
                 spool_pending=self.spool.pending(),
                 consecutive_failures=self._failures,
                 last_error=self._last_error,
-                thread_alive=self._thread.is_alive(),
+                thread_alive=self._writer.is_alive() and self._thread.is_alive(),
+                spool_damaged=self.spool.damaged_records,
             )
 
     def __enter__(self) -> Self:
@@ -350,43 +369,85 @@ class Reporter:
             if self._closed or self._gone:
                 reason = "closed" if self._closed else "run-gone"
                 overflow = None
-            elif not self._thread.is_alive() or len(self._queue) + len(points) > self.max_queue:
+            elif not self._writer.is_alive() or len(self._queue) + len(points) > self.max_queue:
                 reason = ""
                 overflow = points
             else:
                 self._queue.extend(points)
                 if len(self._queue) >= self.batch_size:
-                    self._wake.set()
+                    self._wake_writer.set()
                 return
         if overflow is None:
             what = "the reporter is closed" if reason == "closed" else "the run is finished (HTTP 409)"
             self._drop(len(points), reason, f"points logged after {what} are dropped")
             return
-        # Background thread dead or queue full: write to disk from the caller's thread.
+        # Writer thread dead or queue full: write to disk from the caller's thread.
         self._warn_once(
             "direct-spool",
             f"reporter queue unavailable; spooling points directly to {self.spool.path}",
         )
         self._spool_points(overflow)
+        self._wake_sender.set()
 
     def _idle_locked(self) -> bool:
-        return not self._queue and not self._inflight and (self._gone or not self.spool.pending())
+        return not self._queue and not self._writing and (self._gone or not self.spool.pending())
 
-    # ------------------------------------------------------------------ background thread
+    # ------------------------------------------------------------------ writer thread: queue → spool
+
+    def _write_loop(self) -> None:
+        try:
+            next_round = time.monotonic() + self.flush_interval_s
+            while True:
+                with self._lock:
+                    urgent = (self._closing or self._flush_now) and bool(self._queue)
+                self._wake_writer.wait(0.0 if urgent else max(0.0, next_round - time.monotonic()))
+                self._wake_writer.clear()
+                # Rounds at a fixed rate (not a fixed pause after each): a point waits at most
+                # one flush interval for the disk, however long a round takes. An early round
+                # (batch_size points waiting, a flush) leaves the schedule as it is.
+                now = time.monotonic()
+                if now >= next_round:
+                    next_round = max(next_round + self.flush_interval_s, now)
+                self._write_round()
+                with self._lock:
+                    if self._abandoned or (self._closing and not self._queue):
+                        return
+        except BaseException:
+            log.exception("reporter: writer thread died; log() now writes to the spool file")
+        finally:
+            self._wake_sender.set()
+
+    def _write_round(self) -> None:
+        with self._lock:
+            fresh = list(self._queue)
+            self._queue.clear()
+            self._writing = fresh
+            gone = self._gone
+        if gone:
+            with self._lock:
+                self._dropped += len(fresh)
+                self._writing = []
+            return
+        self._spool_points(fresh)
+        with self._lock:
+            self._writing = []
+        if fresh:
+            self._wake_sender.set()
+
+    # ------------------------------------------------------------------ sender thread: spool → server
 
     def _loop(self) -> None:
         errors = 0
         try:
             while True:
-                self._wake.wait(self._wait_timeout())
-                self._wake.clear()
+                self._wake_sender.wait(self._wait_timeout())
+                self._wake_sender.clear()
                 try:
-                    self._round()
+                    self._send(time.monotonic() + _REPLAY_SLICE_S)
                     errors = 0
                 except Exception:  # a bug here must not end delivery for good
                     errors += 1
                     log.exception("reporter: delivery round failed (%d in a row)", errors)
-                    self._rescue_inflight()
                     time.sleep(min(self.max_backoff_s, 0.1 * 2 ** min(errors, 10)))
                 with self._cv:
                     self._flush_now = False
@@ -394,7 +455,7 @@ class Reporter:
                 if self._should_exit():
                     return
         except BaseException:
-            log.exception("reporter: background thread died; log() now writes to the spool file")
+            log.exception("reporter: sender thread died; points stay in the spool file")
         finally:
             with self._cv:
                 self._cv.notify_all()
@@ -402,8 +463,8 @@ class Reporter:
     def _wait_timeout(self) -> float:
         with self._lock:
             now = time.monotonic()
-            urgent = (self._closing or self._flush_now) and bool(self._queue)
-            timeout = 0.0 if urgent else self.flush_interval_s
+            # Woken by the writer when there is something new; the timeout is a safety net.
+            timeout = self.flush_interval_s
             if self.spool.pending() and not self._gone:
                 timeout = min(timeout, max(0.0, self._next_attempt_at - now))
             if self._closing:
@@ -416,66 +477,41 @@ class Reporter:
                 return True
             if not self._closing:
                 return False
+            if self._writer.is_alive() and time.monotonic() < self._close_deadline:
+                return False  # the writer's last round may still come
             return self._idle_locked() or time.monotonic() >= self._close_deadline
 
-    def _round(self) -> None:
-        with self._lock:
-            if self._abandoned:
-                return
-            fresh = list(self._queue)
-            self._queue.clear()
-            self._inflight = fresh
-        if self._gone:
-            self._settle_gone(fresh)
-            return
-        if self.spool.pending():
-            # Order: fresh points go behind what is already waiting on disk.
-            self._spool_points(fresh)
-            self._set_inflight([])
-            if self._due():
-                self._replay(time.monotonic() + _REPLAY_SLICE_S)
-            return
-        for i, batch in enumerate(batches(fresh, self.batch_size)):
-            rest = fresh[(i + 1) * self.batch_size :]
-            if not self._due():
-                self._spool_points(batch + rest)
-                break
-            result = deliver(batch, self._send)
-            self._account(result, replay=False)
-            if result.gone:
-                self._settle_gone(rest)
-                break
-            if result.undelivered:
-                self._spool_points(result.undelivered + rest)
-                break
-            self._set_inflight(rest)
-        self._set_inflight([])
-
-    def _replay(self, until: float) -> None:
+    def _send(self, until: float) -> None:
         """Send the spool, oldest first, until it is empty, a send fails, or ``until`` passes."""
         while self.spool.pending() and self._due() and time.monotonic() < until:
             with self._lock:
                 if self._abandoned:
                     return
+                if self._gone:
+                    break
             chunk = self.spool.read_pending(self.batch_size)
             if not chunk.points:
-                if chunk.end_offset > 0:
-                    self.spool.ack(chunk.end_offset)  # only unreadable lines
-                    continue
-                return
-            result = deliver(chunk.points, self._send)
-            self._account(result, replay=True)
+                self.spool.ack(chunk.end_offset)  # only damaged records
+                continue
+            result = deliver(chunk.points, self._post)
+            self._account(result, replay=not chunk.fresh)
             if result.gone:
-                self._settle_gone([])
-                return
+                break
             if result.undelivered:
                 return  # stays in the spool; the backoff is set by _account
             self.spool.ack(chunk.end_offset)
+            with self._cv:
+                self._cv.notify_all()
+        with self._lock:
+            gone = self._gone
+        if gone and self.spool.pending():
+            self._settle_gone()
 
     def _deliver_inline(self, deadline: float) -> None:
-        """The thread's work, done by close() when the thread is not running."""
+        """The threads' work, done by flush() or close() when they are not running."""
         while time.monotonic() < deadline:
-            self._round()
+            self._write_round()
+            self._send(deadline)
             with self._lock:
                 if self._idle_locked():
                     return
@@ -484,7 +520,7 @@ class Reporter:
                 return
             time.sleep(max(wait, 0.01))
 
-    def _send(self, points: list[EncodedPoint]) -> Outcome:
+    def _post(self, points: list[EncodedPoint]) -> Outcome:
         timeout = self.timeout_s
         with self._lock:
             if self._closing:
@@ -556,30 +592,19 @@ class Reporter:
                 delay,
             )
 
-    def _settle_gone(self, points: list[EncodedPoint]) -> None:
-        discarded = self.spool.discard() if self.spool.pending() else 0
+    def _settle_gone(self) -> None:
+        discarded = self.spool.discard()
         with self._lock:
-            self._dropped += len(points) + discarded
-            self._inflight = []
-
-    def _set_inflight(self, points: list[EncodedPoint]) -> None:
-        with self._lock:
-            self._inflight = points
-
-    def _rescue_inflight(self) -> None:
-        with self._lock:
-            points, self._inflight = self._inflight, []
-        self._spool_points(points)
+            self._dropped += discarded
 
     def _spool_points(self, points: list[EncodedPoint]) -> None:
+        """Append points to the spool, one record per batch, with one fsync for them all."""
         if not points:
             return
         try:
-            for batch in batches(points, self.batch_size):
-                self.spool.append(self.run_id, self.attempt, batch)
-                with self._lock:
-                    self._spooled += len(batch)
-                points = points[len(batch) :]
+            self.spool.append_batches(self.run_id, self.attempt, batches(points, self.batch_size))
+            with self._lock:
+                self._spooled += len(points)
         except Exception as exc:  # noqa: BLE001 — disk full or read-only: count, warn, go on
             self._drop(
                 len(points),

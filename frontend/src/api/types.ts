@@ -272,19 +272,24 @@ export interface MetricsResponse {
 // ---------------------------------------------------------------- websocket
 
 /**
- * Every event of a run carries `seq`, the run's event counter; the snapshot
- * carries the counter at connect. A jump means events were dropped on the way.
+ * Every event of a run carries `seq`, the run's event counter, and `epoch`,
+ * the id of that counter; the snapshot carries both at connect. A jump in
+ * `seq` means events were dropped on the way; a new `epoch` means the server's
+ * counter started again (its Redis restarted): refetch, it is neither a gap
+ * nor old news.
  */
 export interface WsRunSnapshot {
   type: "run.snapshot";
   run: RunSummary;
   seq?: number;
+  epoch?: string;
 }
 
 export interface WsRunStatus {
   type: "run.status";
   run: RunSummary;
   seq?: number;
+  epoch?: string;
 }
 
 /** One key's new (or changed) points of an ingest batch, as columns. */
@@ -299,6 +304,7 @@ export interface WsMetricsPoints {
   run_id: number;
   series: LiveSeriesWire[];
   seq?: number;
+  epoch?: string;
 }
 
 export interface WsResync {
@@ -311,6 +317,7 @@ export interface WsSamplesAdded {
   count: number;
   steps: number[];
   seq?: number;
+  epoch?: string;
 }
 
 export interface WsCheckpointRegistered {
@@ -318,6 +325,7 @@ export interface WsCheckpointRegistered {
   run_id: number;
   checkpoint: { id: number; step: number; uri: string };
   seq?: number;
+  epoch?: string;
 }
 
 export type WsMessage =

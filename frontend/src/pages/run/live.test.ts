@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { liveBufferFor, type SeriesByKey } from "../../api/metrics";
 import { queryKeys } from "../../api/queryKeys";
 import type { MetricKeysResponse, Paginated, RunDetail, RunSummary } from "../../api/types";
-import { applyRunMessage, parseMessage, runSocketUrl, SeqTracker } from "./live";
+import { applyRunMessage, parseMessage, ReconnectBackoff, runSocketUrl, SeqTracker } from "./live";
 
 function summary(id: number, status: RunSummary["status"]): RunSummary {
   return {
@@ -184,5 +184,41 @@ describe("samples and checkpoints events", () => {
     applyRunMessage(qc, 5, { type: "checkpoint.registered", run_id: 5, checkpoint: { id: 1, step: 10, uri: "file:///c" } });
     expect(qc.getQueryState(queryKeys.checkpoints(5))?.isInvalidated).toBe(true);
     expect(qc.getQueryState(queryKeys.runDetail(5))?.isInvalidated).toBe(false);
+  });
+});
+
+describe("epochs", () => {
+  const points = (seq: number, epoch: string) => ({ type: "metrics.points" as const, run_id: 1, series: [], seq, epoch });
+
+  it("reads a counter that started again under a new epoch as a resync, not as old news or a gap", () => {
+    const tracker = new SeqTracker();
+    expect(tracker.observe({ type: "run.snapshot", run: summary(1, "RUNNING"), seq: 40, epoch: "a" })).toBe("in-order");
+    expect(tracker.observe(points(41, "a"))).toBe("in-order");
+    // Redis restarted: seq 1 would otherwise pass as a late event and hide the next real gap.
+    expect(tracker.observe(points(1, "b"))).toBe("new-epoch");
+    expect(tracker.observe(points(2, "b"))).toBe("in-order");
+    expect(tracker.observe(points(4, "b"))).toBe("gap");
+  });
+
+  it("a new epoch leads to a refetch of everything about the run", () => {
+    const qc = client();
+    qc.setQueryData(queryKeys.runDetail(12), detail(12, "RUNNING"));
+    const tracker = new SeqTracker();
+    tracker.observe({ type: "run.snapshot", run: summary(12, "RUNNING"), seq: 7, epoch: "a" });
+    expect(qc.getQueryState(queryKeys.runDetail(12))?.isInvalidated).toBe(false);
+    if (tracker.missed({ ...points(1, "b"), run_id: 12 })) applyRunMessage(qc, 12, { type: "resync" });
+    expect(qc.getQueryState(queryKeys.runDetail(12))?.isInvalidated).toBe(true);
+  });
+});
+
+describe("ReconnectBackoff", () => {
+  it("keeps growing while the server closes before its snapshot, and starts again after one", () => {
+    const backoff = new ReconnectBackoff();
+    // Each attempt is accepted and closed at once with 1013 (Redis down): no snapshot.
+    expect([1, 2, 3, 4, 5, 6, 7].map(() => backoff.nextDelayMs())).toEqual([
+      1000, 2000, 4000, 8000, 16000, 30000, 30000,
+    ]);
+    backoff.established(); // a snapshot arrived: the feed works again
+    expect(backoff.nextDelayMs()).toBe(1000);
   });
 });

@@ -102,26 +102,67 @@ function downsampleIfLong(queryClient: QueryClient, runId: number): void {
   }
 }
 
+/** Where a message stands in the run's event stream. */
+export type SeqVerdict = "in-order" | "gap" | "new-epoch";
+
 /**
  * Follows the run's event counter on one socket. The server tells a client
  * that fell behind to resync, but it can only see the gaps it was handed;
- * checking here too covers anything lost after that (a proxy, a bug).
+ * checking here too covers anything lost after that (a proxy, a bug). A new
+ * epoch (the counter started again at 0 after a Redis restart) is a resync
+ * too, never read as a gap or as events already seen.
  */
 export class SeqTracker {
   private last: number | null = null;
+  private epoch: string | null = null;
 
-  /** True when `message` shows that events were missed since the last one. */
-  missed(message: WsMessage): boolean {
-    if (message.type === "resync" || typeof message.seq !== "number") return false;
+  observe(message: WsMessage): SeqVerdict {
+    if (message.type === "resync" || typeof message.seq !== "number") return "in-order";
     const seq = message.seq;
+    if (typeof message.epoch === "string" && message.epoch !== this.epoch) {
+      const known = this.epoch !== null;
+      this.epoch = message.epoch;
+      this.last = seq;
+      return known ? "new-epoch" : "in-order";
+    }
     if (message.type === "run.snapshot" || this.last === null) {
       this.last = seq;
-      return false;
+      return "in-order";
     }
     // Events from concurrent publishers may swap places: an older seq is no gap.
     const gap = seq > this.last + 1;
     this.last = Math.max(this.last, seq);
-    return gap;
+    return gap ? "gap" : "in-order";
+  }
+
+  /** True when `message` shows that the client must refetch: events were missed, or a new epoch began. */
+  missed(message: WsMessage): boolean {
+    return this.observe(message) !== "in-order";
+  }
+}
+
+/** Delay before reconnect attempt n: 1, 2, 4 … capped at 30 s. */
+export function reconnectDelayMs(attempt: number): number {
+  return Math.min(30_000, 1000 * 2 ** Math.min(attempt, 5));
+}
+
+/**
+ * Backoff across reconnects. A connection counts as good only once the server
+ * has said where the run stands (its first message, the snapshot): a server
+ * that accepts and closes at once (1013, "try again later", while its Redis
+ * is down) keeps the delay growing instead of being asked every second.
+ */
+export class ReconnectBackoff {
+  private failures = 0;
+
+  established(): void {
+    this.failures = 0;
+  }
+
+  nextDelayMs(): number {
+    const delay = reconnectDelayMs(this.failures);
+    this.failures += 1;
+    return delay;
   }
 }
 

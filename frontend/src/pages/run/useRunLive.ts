@@ -3,19 +3,18 @@ import { useEffect, useState } from "react";
 
 import { queryKeys } from "../../api/queryKeys";
 import { isTerminal, WS_CLOSE_NOT_FOUND, type RunDetail } from "../../api/types";
-import { applyRunMessage, parseMessage, resyncRun, runSocketUrl, SeqTracker } from "./live";
+import { applyRunMessage, parseMessage, ReconnectBackoff, resyncRun, runSocketUrl, SeqTracker } from "./live";
+
+export { reconnectDelayMs } from "./live";
 
 export type LiveState = "connecting" | "open" | "closed" | "not-found";
 
-/** Delay before reconnect attempt n: 1, 2, 4 … capped at 30 s. */
-export function reconnectDelayMs(attempt: number): number {
-  return Math.min(30_000, 1000 * 2 ** Math.min(attempt, 5));
-}
-
 /**
  * Keep a websocket to /ws/runs/{id}/ open while the run page is mounted and
- * apply its messages to the query cache. Reconnects with backoff; after a
- * reconnect it refetches the run, since messages sent meanwhile are lost.
+ * apply its messages to the query cache. Reconnects with backoff (growing
+ * while the server closes at once with 1013, "try again later"); after a
+ * reconnect, a gap or a new epoch it refetches the run, since messages sent
+ * meanwhile are lost.
  */
 export function useRunLive(runId: number): LiveState {
   const queryClient = useQueryClient();
@@ -24,8 +23,8 @@ export function useRunLive(runId: number): LiveState {
   useEffect(() => {
     let socket: WebSocket | null = null;
     let stopped = false;
-    let failures = 0;
-    let everOpened = false;
+    const backoff = new ReconnectBackoff();
+    let everStarted = false;
     let retryTimer: number | undefined;
 
     const connect = () => {
@@ -33,15 +32,17 @@ export function useRunLive(runId: number): LiveState {
       const ws = new WebSocket(runSocketUrl(runId, window.location));
       const seq = new SeqTracker();
       socket = ws;
-      ws.onopen = () => {
-        failures = 0;
-        setState("open");
-        if (everOpened) resyncRun(queryClient, runId);
-        everOpened = true;
-      };
+      ws.onopen = () => setState("open");
       ws.onmessage = (event: MessageEvent) => {
         const message = parseMessage(event.data);
         if (!message) return;
+        if (message.type === "run.snapshot") {
+          // The feed stands again: what was sent while it was down is refetched once, here
+          // (not on open: a socket the server closes at once would refetch every attempt).
+          if (everStarted) resyncRun(queryClient, runId);
+          everStarted = true;
+          backoff.established();
+        }
         if (seq.missed(message)) resyncRun(queryClient, runId);
         applyRunMessage(queryClient, runId, message);
       };
@@ -58,8 +59,7 @@ export function useRunLive(runId: number): LiveState {
           return;
         }
         setState("closed");
-        retryTimer = window.setTimeout(connect, reconnectDelayMs(failures));
-        failures += 1;
+        retryTimer = window.setTimeout(connect, backoff.nextDelayMs());
       };
     };
 
