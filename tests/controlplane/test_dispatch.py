@@ -90,3 +90,26 @@ def test_the_failure_reason_names_the_exception():
     assert (
         reason == "Job entrypoint command failed with exit code 1, last logs... — RuntimeError: smoke failing at step 3"
     )
+
+
+def test_a_failed_jobs_reason_and_log_tail_are_kept_without_terminal_escapes(ray, run: Run, settings):
+    # Coloured log lines, as Ray's own and most training libraries' loggers write them.
+    settings.JOB_ENTRYPOINT = (
+        "python -c \"print('\\033[32mINFO\\033[0m step 1', flush=True); raise ValueError('\\033[1mbad\\033[0m lr')\""
+    )
+    attempt = run.attempts.get()
+    dispatch.attempt_dispatch(attempt_id=str(attempt.id))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and ray.get_job_status(str(attempt.id)).value not in ("FAILED", "SUCCEEDED"):
+        time.sleep(0.5)
+    assert "\x1b[" in ray.get_job_logs(str(attempt.id))  # what Ray hands over
+    assert dispatch.runs_reconcile()[str(attempt.id)] == "failed"
+    run.refresh_from_db()
+    assert "INFO step 1" in run.log_tail and "\x1b" not in run.log_tail
+    assert run.failure_reason.endswith("ValueError: bad lr") and "\x1b" not in run.failure_reason
+    assert "\x1b" not in run.attempts.get().log_tail
+
+
+def test_terminal_escapes_of_every_kind_are_stripped():
+    text = "\x1b[31mred\x1b[0m \x1b[1;32mok\x1b[m \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ \x1b(Bend\x1b[2K"
+    assert dispatch.strip_ansi(text) == "red ok link end"
