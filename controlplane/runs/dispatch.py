@@ -126,8 +126,10 @@ def attempt_dispatch(*, attempt_id: str) -> str:
         else:
             raise
     Attempt.objects.filter(id=attempt_id, submitted_at__isnull=True).update(submitted_at=timezone.now())
-    # A cancel that landed between our transition and the submit: stop what we just started.
-    if Attempt.objects.filter(id=attempt_id, status=S.CANCELLING).exists():
+    # A cancel that landed between our transition and the submit: stop what we just started. The
+    # reconciler may already have settled it CANCELLED (Ray did not know the job yet), and then
+    # nothing else would ever stop this job.
+    if Attempt.objects.filter(id=attempt_id, status__in=[S.CANCELLING, S.CANCELLED]).exists():
         attempt_stop(attempt_id=attempt_id)
     logger.info("attempt %s of run %s: %s", attempt_id, attempt.run_id, outcome)
     return outcome
