@@ -264,7 +264,7 @@ function Attempts({ runId, attempts }: { runId: number; attempts: Attempt[] }) {
                   <code>{shortCode(a.code_version)}</code>
                 </td>
                 <td className="num">{a.python || "–"}</td>
-                <td>{a.hostname || "–"}</td>
+                <td className="host-cell">{a.hostname || "–"}</td>
                 <td className="num">{resumedFrom(a.resume_from)}</td>
                 <td className="wrap failure-cell">{a.failure_reason || ""}</td>
               </tr>

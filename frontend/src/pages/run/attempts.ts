@@ -1,9 +1,13 @@
 /** Helpers of the run page's attempts table and waiting banner. Pure, so tests need no DOM. */
 
-/** A commit hash shortened as git does (12 characters); anything else (a tag, "dirty") as given. */
+/**
+ * A commit hash shortened as git does (12 characters), keeping a suffix such as "-dirty";
+ * anything else (a tag) as given. The full version goes in the cell's title.
+ */
 export function shortCode(code: string | null | undefined): string {
   if (!code) return "–";
-  return /^[0-9a-f]{13,}$/i.test(code) ? code.slice(0, 12) : code;
+  const hash = /^([0-9a-f]{12})[0-9a-f]+(.*)$/i.exec(code);
+  return hash ? `${hash[1]}${hash[2]}` : code;
 }
 
 const WAITING_PREFIX = "waiting for cluster resources:";
