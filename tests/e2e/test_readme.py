@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -110,19 +109,23 @@ def test_every_readme_command_works_pasted_in_order(live: Live, tmp_path: Path, 
         # checkout (on a fresh clone it points here anyway).
         "PYTHONPATH": str(ROOT),
     }
-    walk: list[tuple[str, float]] = []
+    times = tmp_path / "times"
+    env["__TIMES"] = str(times)
+    walk: list[str] = []  # every command, in order, as it ran
     try:
         for number, block in enumerate(shell_blocks(text), 1):
             runnable = [c for c in commands(block) if strip_comment(c) not in SKIPPED]
             if not runnable:
                 continue
-            script = "\n".join(['source "$__STATE"', "set -eo pipefail", *runnable, KEEP_STATE])
-            started = time.monotonic()
+            timed = []
+            for command in runnable:
+                # Each command's wall time, written only once it succeeded (set -e ends the block).
+                timed += ["__t0=$EPOCHREALTIME", command, 'echo "$__t0 $EPOCHREALTIME" >> "$__TIMES"']
+                walk.append(command.splitlines()[0])
+            script = "\n".join(['source "$__STATE"', "set -eo pipefail", *timed, KEEP_STATE])
             result = subprocess.run(
                 ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
             )
-            took = time.monotonic() - started
-            walk.append((runnable[0].splitlines()[0][:90], took))
             assert result.returncode == 0, (
                 f"README block {number} failed (exit {result.returncode}):\n{block}\n"
                 f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
@@ -135,9 +138,11 @@ def test_every_readme_command_works_pasted_in_order(live: Live, tmp_path: Path, 
             assert client.get(f"/api/v1/runs/{variables['RUN']}").json()["status"] == "SUCCEEDED"
     finally:
         with capsys.disabled():
-            print("\nREADME walk (block: first command, seconds):")
-            for first, took in walk:
-                print(f"  {took:6.1f}  {first}")
+            spans = times.read_text().split("\n") if times.exists() else []
+            seconds = [float(end) - float(start) for start, end in (line.split() for line in spans if line)]
+            print("\nREADME walk (seconds, command):")
+            for i, command in enumerate(walk):
+                print(f"  {seconds[i]:6.1f}  {command}" if i < len(seconds) else f"  failed  {command}")
         _cancel_what_is_left(live, state)
 
 
