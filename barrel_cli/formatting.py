@@ -43,12 +43,15 @@ def format_when(value: Any) -> str:
 
 
 def run_duration(run: dict[str, Any], now: datetime | None = None) -> float | None:
-    """Seconds from start (or creation) to finish (or ``now``)."""
-    start = parse_time(run.get("started_at")) or parse_time(run.get("created_at"))
+    """Seconds the run has run: its earlier attempts' time (a resumed run), plus the current
+    attempt's from its start to its finish (or ``now``). None before it ever started."""
+    earlier = run.get("earlier_attempts_s")
+    earlier_s = float(earlier) if isinstance(earlier, int | float) and not isinstance(earlier, bool) else 0.0
+    start = parse_time(run.get("started_at"))
     if start is None:
-        return None
+        return earlier_s or None
     end = parse_time(run.get("finished_at")) or now or datetime.now(UTC)
-    return (end - start).total_seconds()
+    return earlier_s + (end - start).total_seconds()
 
 
 def project_label(run: dict[str, Any]) -> str:
@@ -62,21 +65,28 @@ def project_label(run: dict[str, Any]) -> str:
 
 
 def runs_table(runs: Sequence[dict[str, Any]], now: datetime | None = None) -> str:
+    """The runs as a table; below it, what each waiting run waits for (too long for a column)."""
     rows = []
+    notes = []
     for run in runs:
-        duration = run_duration(run, now) if run.get("started_at") else None
+        duration = run_duration(run, now)
+        status = str(run.get("status", ""))
+        if run.get("waiting_for"):
+            status += ", waiting"
+            notes.append(f"run {run.get('id', '?')}: {run['waiting_for']}")
         rows.append(
             [
                 str(run.get("id", "")),
                 str(run.get("name", "")),
                 project_label(run),
                 str(run.get("recipe", "")),
-                str(run.get("status", "")),
+                status,
                 format_when(run.get("created_at")),
                 format_duration(duration) if duration is not None else "-",
             ]
         )
-    return format_table(["ID", "NAME", "PROJECT", "RECIPE", "STATUS", "CREATED", "DURATION"], rows, right=[0, 6])
+    table = format_table(["ID", "NAME", "PROJECT", "RECIPE", "STATUS", "CREATED", "DURATION"], rows, right=[0, 6])
+    return "\n".join([table, *notes])
 
 
 def format_value(value: Any) -> str:

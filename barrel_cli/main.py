@@ -53,7 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY.PATH=VALUE",
         help="override a value (YAML-typed); paths outside project/name/recipe/tags go under config",
     )
-    p.add_argument("--json", action="store_true", help="print the created run as JSON")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the created run as JSON")
+    out.add_argument(
+        "--quiet", "-q", action="store_true", help="print only the run's id, for scripts: RUN=$(barrel submit -q ...)"
+    )
 
     p = sub.add_parser("runs", help="list runs", description="List runs, newest first.")
     p.add_argument("--status", type=str.upper, choices=STATUSES, metavar="STATUS", help=", ".join(STATUSES))
@@ -180,6 +184,9 @@ def cmd_submit(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             raise
     if args.json:
         print(json.dumps(run, indent=2))
+        return 0
+    if args.quiet:
+        print(run.get("id"))
         return 0
     print(f"run {run.get('id')} submitted: {run.get('name')} ({run.get('recipe')}) in {project_label(run)}")
     print(f"status: {run.get('status')}")

@@ -32,6 +32,8 @@ TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 # Shown first when present; otherwise the first keys in name order.
 PREFERRED_KEYS = ("reward/mean", "policy/loss", "perf/samples_per_s", "time/step_s")
 MAX_KEYS_SHOWN = 4
+# Key prefixes a recipe reports only in a phase before RL, and the phase's name.
+PRE_RL_PHASES = (("warmstart/", "warm start"),)
 MAX_RECONNECT_DELAY_S = 15.0
 # Close codes the server uses for "not yours"/"not logged in": reconnecting cannot help.
 FATAL_CLOSE_CODES = {4401: "not authenticated", 4403: "not allowed", 4404: "run not found"}
@@ -68,6 +70,11 @@ def ws_url(base_url: str, run_id: str) -> str:
     parts = urlsplit(base_url.rstrip("/"))
     scheme = {"https": "wss", "http": "ws"}.get(parts.scheme, parts.scheme)
     return urlunsplit((scheme, parts.netloc, f"{parts.path}/ws/runs/{run_id}/", "", ""))
+
+
+def _phase_of(key: str) -> str:
+    """The pre-RL phase a key belongs to; "" for RL (and for any recipe without phases)."""
+    return next((name for prefix, name in PRE_RL_PHASES if key.startswith(prefix)), "")
 
 
 def exit_code_for(status: str) -> int:
@@ -117,23 +124,52 @@ class WatchState:
                 self.add_point(str(entry.get("key")), entry.get("last_step"), entry.get("last_value"))
 
     def shown_keys(self) -> list[str]:
-        keys = [k for k in PREFERRED_KEYS if k in self.latest]
-        keys += sorted(k for k in self.latest if k not in keys)
+        current = self.latest
+        if any(_phase_of(key) == "" for key in current):
+            # Once RL runs, an earlier phase's last values are history.
+            current = {k: v for k, v in current.items() if _phase_of(k) == ""}
+        keys = [k for k in PREFERRED_KEYS if k in current]
+        keys += sorted(k for k in current if k not in keys)
         return keys[:MAX_KEYS_SHOWN]
+
+    @property
+    def note(self) -> str:
+        """What the run's work waits for on the cluster; "" when nothing waits."""
+        return str(self.run.get("waiting_for") or "")
+
+    def progress(self) -> str | None:
+        """The phase and its step. A recipe with a phase before RL reports it under its own keys
+        (GRPO's supervised warm start logs ``warmstart/*`` at steps 0..n-1, then RL counts from
+        0 again), so the highest step of all keys would show the warm start's last step for the
+        whole RL phase."""
+        phases: dict[str, int] = {}
+        for key, (step, _) in self.latest.items():
+            phase = _phase_of(key)
+            phases[phase] = max(step, phases.get(phase, step))
+        if "" in phases:
+            return f"RL step {phases['']}" if len(phases) > 1 else f"step {phases['']}"
+        if phases:
+            name, step = next(iter(phases.items()))
+            return f"{name} step {step}"
+        return None
 
     def line(self, now: datetime | None = None) -> str:
         parts = [f"run {self.run.get('id', '?')} {self.status}"]
-        if self.step is not None:
-            parts.append(f"step {self.step}")
+        if self.note:
+            parts.append(self.note)
+        if (progress := self.progress()) is not None:
+            parts.append(progress)
         parts += [f"{key}={format_value(self.latest[key][1])}" for key in self.shown_keys()]
-        elapsed = run_duration(self.run, now) if self.run.get("started_at") else None
+        elapsed = run_duration(self.run, now)
         if elapsed is not None:
             parts.append(f"elapsed {format_duration(elapsed)}")
         return "  ".join(parts)
 
 
 class Showable(Protocol):
-    """What a Display shows: a one-line summary, and a status whose change is always printed."""
+    """What a Display shows: a one-line summary and a status whose change is always printed. A
+    `note` attribute, where there is one (what a watched run waits for), a terminal also keeps
+    whole above the rewritten line."""
 
     @property
     def status(self) -> str: ...
@@ -150,11 +186,18 @@ class Display:
         self._last_line = ""
         self._last_print = 0.0
         self._last_status = ""
+        self._last_note = ""
         self._dirty = False
 
     def show(self, state: Showable, *, force: bool = False) -> None:
         line = state.line()
         if self.tty:
+            note = str(getattr(state, "note", ""))
+            if note != self._last_note:
+                # The rewritten line is cut at the terminal's width; the note is kept whole.
+                self._last_note = note
+                if note:
+                    self.message(note)
             width = shutil.get_terminal_size((120, 20)).columns
             self.out.write("\r\x1b[2K" + line[: max(10, width - 1)])
             self.out.flush()

@@ -18,7 +18,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane.runs import services
+from controlplane.runs import resources, services
 from controlplane.runs.models import Attempt, RunStatus, RunToken
 from controlplane.teams.tokens import RUN_TOKEN_PREFIX, digest, new_secret
 
@@ -195,8 +195,10 @@ def attempt_dispatch(*, attempt_id: str) -> str:
         else:
             raise
     Attempt.objects.filter(id=attempt_id, submitted_at__isnull=True).update(submitted_at=timezone.now())
-    # A cancel that landed between our transition and the submit: stop what we just started.
-    if Attempt.objects.filter(id=attempt_id, status=S.CANCELLING).exists():
+    # A cancel that landed between our transition and the submit: stop what we just started. The
+    # reconciler may already have settled it CANCELLED (Ray did not know the job yet), and then
+    # nothing else would ever stop this job.
+    if Attempt.objects.filter(id=attempt_id, status__in=[S.CANCELLING, S.CANCELLED]).exists():
         attempt_stop(attempt_id=attempt_id)
     logger.info("attempt %s of run %s: %s", attempt_id, attempt.run_id, outcome)
     return outcome
@@ -223,11 +225,21 @@ def attempt_stop(*, attempt_id: str) -> None:
         raise
 
 
+# Terminal escapes (CSI colour and cursor codes, OSC titles and links, other ESC codes such as
+# charset switches): a job's log is stored and shown as plain text, where they are noise.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~])")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
 _EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*$")
 
 
 def failure_reason(message: str, logs: str) -> str:
     """A one-line reason a person can act on: Ray's message, and the exception that ended the job."""
+    message, logs = strip_ansi(message or ""), strip_ansi(logs)
     lines = [line for line in logs.splitlines() if _EXC_LINE.match(line.strip())]
     head = (message or "job failed").strip().splitlines()[0] if (message or "").strip() else "job failed"
     head = head[:300]
@@ -240,7 +252,7 @@ def _job_logs(attempt_id: str) -> str:
     except Exception:
         logger.warning("could not fetch logs of job %s", attempt_id, exc_info=True)
         return ""
-    return logs[-settings.LOG_TAIL_CHARS :]
+    return strip_ansi(logs)[-settings.LOG_TAIL_CHARS :]
 
 
 def _settle(attempt: Attempt, info: Any) -> str:
@@ -310,6 +322,7 @@ def runs_reconcile() -> dict[str, str]:
     except RayUnavailable:
         logger.warning("reconcile: Ray unreachable at %s; will retry", settings.RAY_ADDRESS)
         return outcomes
+    cluster = resources.ClusterView(settings.RAY_ADDRESS)
     for attempt in attempts:
         try:
             try:
@@ -322,8 +335,10 @@ def runs_reconcile() -> dict[str, str]:
                 if not _not_found(exc):
                     raise
                 outcomes[str(attempt.id)] = _settle_missing(attempt)
+                resources.attempt_note_waiting(attempt, None, cluster)
                 continue
             outcomes[str(attempt.id)] = _settle(attempt, info)
+            resources.attempt_note_waiting(attempt, info, cluster)
         except RayUnavailable:
             return outcomes
         except Exception:

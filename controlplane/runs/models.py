@@ -40,6 +40,10 @@ class Run(models.Model):
     failure_reason = models.TextField(blank=True, default="")
     log_tail = models.TextField(blank=True, default="")
     cloned_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # What the current attempt's work waits for on the Ray cluster ("" when nothing waits), kept
+    # by the reconciler (controlplane.runs.resources), and since when.
+    waiting_for = models.TextField(blank=True, default="")
+    waiting_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [

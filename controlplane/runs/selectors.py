@@ -1,17 +1,43 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import DurationField, F, OuterRef, QuerySet, Subquery, Sum
 
-from controlplane.runs.models import Run
+from controlplane.runs.models import Attempt, Run
+
+
+def _earlier_attempts(run: Any, run_inside: Any = None) -> QuerySet[Attempt]:
+    """Attempts of `run` (an id, or an OuterRef with `run_inside` the same one level deeper)
+    before its latest one that ran and ended."""
+    latest = Attempt.objects.filter(run=run if run_inside is None else run_inside).order_by("-number")
+    return Attempt.objects.filter(
+        run=run, number__lt=Subquery(latest.values("number")[:1]), started_at__isnull=False, finished_at__isnull=False
+    )
+
+
+def with_earlier_attempts(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Annotates `earlier_attempts`: how long the earlier attempts of each run ran (a resumed run
+    ran in several), read by the run serializers."""
+    total = (
+        _earlier_attempts(OuterRef("pk"), OuterRef(OuterRef("pk")))
+        .values("run")
+        .annotate(total=Sum(F("finished_at") - F("started_at")))
+        .values("total")
+    )
+    return runs.annotate(earlier_attempts=Subquery(total, output_field=DurationField()))
+
+
+def earlier_attempts_duration(run_id: int) -> timedelta:
+    total = _earlier_attempts(run_id).aggregate(total=Sum(F("finished_at") - F("started_at")))["total"]
+    return total or timedelta(0)
 
 
 def runs_visible_to(user: Any) -> QuerySet[Run]:
     """Every run query starts here: a run of a team the caller is not in does not exist."""
-    return Run.objects.filter(project__team__memberships__user=user).select_related(
-        "project", "project__team", "created_by"
-    )
+    runs = Run.objects.filter(project__team__memberships__user=user)
+    return with_earlier_attempts(runs.select_related("project", "project__team", "created_by"))
 
 
 def run_for(user: Any, run_id: int) -> Run | None:

@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from controlplane.api import InputSerializer, max_length
 from controlplane.runs.models import Attempt, Run, RunStatus
+from controlplane.runs.selectors import earlier_attempts_duration
 from controlplane.teams.serializers import ProjectSerializer
 from workers.recipes import RECIPES
 
@@ -14,6 +15,18 @@ from workers.recipes import RECIPES
 class RunSummarySerializer(serializers.ModelSerializer[Run]):
     project = ProjectSerializer(read_only=True)
     created_by = serializers.CharField(source="created_by.username", read_only=True)
+    waiting_for = serializers.CharField(
+        read_only=True,
+        help_text="What the run's work waits for on the Ray cluster, e.g. 'waiting for cluster resources: "
+        "2 tasks need {CPU: 1}; 0.5 of 2 CPU free'; empty when nothing waits.",
+    )
+    waiting_since = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="When the wait in waiting_for began; null when nothing waits."
+    )
+    earlier_attempts_s = serializers.SerializerMethodField(
+        help_text="Seconds the run's earlier attempts ran (a resumed run). Its duration is this plus "
+        "(finished_at, or now while it runs) minus started_at, which is the current attempt's start."
+    )
 
     class Meta:
         model = Run
@@ -29,8 +42,18 @@ class RunSummarySerializer(serializers.ModelSerializer[Run]):
             "updated_at",
             "started_at",
             "finished_at",
+            "earlier_attempts_s",
             "failure_reason",
+            "waiting_for",
+            "waiting_since",
         ]
+
+    def get_earlier_attempts_s(self, run: Run) -> float:
+        # Annotated on lists (selectors.with_earlier_attempts); one query otherwise.
+        earlier = getattr(run, "earlier_attempts", None)
+        if not hasattr(run, "earlier_attempts"):
+            earlier = earlier_attempts_duration(run.id)
+        return earlier.total_seconds() if earlier else 0.0
 
 
 class AttemptSerializer(serializers.ModelSerializer[Attempt]):

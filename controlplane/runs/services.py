@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from pydantic import ValidationError as PydanticValidationError
 
@@ -207,15 +208,34 @@ def run_cancel(*, user: Any, run: Run) -> Run:
 
 @transaction.atomic
 def run_clone(*, user: Any, run: Run, name: str = "") -> Run:
-    config = dict(run.config)
-    return run_submit(
+    clone = run_submit(
         user=user,
         project=run.project_id,
         recipe=run.recipe,
-        config=config,
+        config=dict(run.config),
         name=name or f"{run.name}-clone",
         tags=list(run.tags),
     )
+    Run.objects.filter(id=clone.id).update(cloned_from=run)
+    clone.cloned_from = run
+    return clone
+
+
+def run_note_waiting(*, run_id: int, note: str) -> bool:
+    """Record what the run's work waits for on the cluster ("" once nothing waits) and push the
+    change live. True when the note changed. `waiting_since` keeps the start of a wait while its
+    figures change; a finished run never gets a note."""
+    runs = Run.objects.filter(id=run_id).exclude(waiting_for=note)
+    now = timezone.now()
+    if note:
+        changed = runs.filter(status__in=ACTIVE).update(
+            waiting_for=note, waiting_since=Coalesce(F("waiting_since"), Value(now)), updated_at=now
+        )
+    else:
+        changed = runs.update(waiting_for="", waiting_since=None, updated_at=now)
+    if changed:
+        _publish_status(run_id)
+    return bool(changed)
 
 
 RESUMABLE = (S.FAILED, S.CANCELLED)
@@ -269,8 +289,10 @@ def run_resume(*, user: Any, run: Run, checkpoint_id: int | None = None) -> Run:
     attempt = Attempt.objects.create(
         run=run, number=last.number + 1, config=run.config, seeds=last.seeds, resume_from=checkpoint
     )
+    # started_at is the current attempt's start (a transition to RUNNING sets it); the earlier
+    # attempts' time is counted from the attempts (selectors.with_earlier_attempts).
     Run.objects.filter(id=run.id, status__in=RESUMABLE).update(
-        status=S.QUEUED, finished_at=None, failure_reason="", log_tail="", updated_at=timezone.now()
+        status=S.QUEUED, started_at=None, finished_at=None, failure_reason="", log_tail="", updated_at=timezone.now()
     )
     _enqueue_dispatch(attempt.id)
     _publish_status(run.id)

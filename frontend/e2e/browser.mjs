@@ -49,6 +49,18 @@ export function noPageErrors(errors) {
   if (thrown.length > 0) throw new CheckFailed(`the page threw: ${thrown.slice(0, 5).join("; ")}`);
 }
 
+/**
+ * The page fits its window: nothing wider than the viewport (a table that overflows it, say).
+ * @param {import("playwright-core").Page} page
+ */
+export async function noHorizontalScroll(page) {
+  const { scroll, client } = await page.evaluate(() => ({
+    scroll: document.documentElement.scrollWidth,
+    client: document.documentElement.clientWidth,
+  }));
+  if (scroll > client) throw new CheckFailed(`the page is ${scroll} px wide in a ${client}-px window`);
+}
+
 /** Headless Debian Chromium with one page; browser errors are collected for the failure report. */
 export async function openBrowser() {
   const browser = await chromium.launch({

@@ -9,11 +9,22 @@
  * BARREL_RUN_ID must be a FAILED run that kept samples and registered checkpoints. Opens the
  * run page, checks that the samples table and the checkpoint registry show them (screenshot
  * rollout.png), clicks "Resume", accepts the confirmation and waits until the page shows the
- * run queued or running again as a second attempt (screenshot resumed.png).
+ * run queued or running again as a second attempt (screenshot resumed.png); then checks that
+ * the attempts table of both attempts fits a 1280-px window (screenshot attempts-1280.png).
  */
 import path from "node:path";
 
-import { CheckFailed, log, login, noPageErrors, openBrowser, required, runCheck, screenshotDir } from "./browser.mjs";
+import {
+  CheckFailed,
+  log,
+  login,
+  noHorizontalScroll,
+  noPageErrors,
+  openBrowser,
+  required,
+  runCheck,
+  screenshotDir,
+} from "./browser.mjs";
 
 async function main() {
   const base = required("BARREL_URL").replace(/\/+$/, "");
@@ -60,6 +71,26 @@ async function main() {
       });
     log(`run ${runId} now ${(await status.innerText()).trim()}`);
     await page.screenshot({ path: path.join(shots, "resumed.png"), fullPage: true });
+
+    // Two attempts, the first with its failure reason and code version, in a 1280-px window.
+    await page.setViewportSize({ width: 1280, height: 900 });
+    const attempts = page.locator('[data-testid="attempts"]');
+    const attemptRows = attempts.locator("tbody tr");
+    await page
+      .waitForFunction(() => document.querySelectorAll('[data-testid="attempts"] tbody tr').length >= 2, undefined, {
+        timeout: 15_000,
+      })
+      .catch(() => {
+        throw new CheckFailed("the attempts table does not show the second attempt");
+      });
+    if ((await attempts.getAttribute("open")) === null) await attempts.locator("summary").click();
+    await noHorizontalScroll(page);
+    const box = await attempts.locator("table").boundingBox();
+    if (!box || box.x + box.width > 1280) {
+      throw new CheckFailed(`the attempts table reaches past 1280 px: ${JSON.stringify(box)}`);
+    }
+    log(`attempts shown: ${await attemptRows.count()}, table ${Math.round(box.width)} px wide`);
+    await attempts.screenshot({ path: path.join(shots, "attempts-1280.png") });
     noPageErrors(errors);
   } catch (error) {
     await page.screenshot({ path: path.join(shots, "failure.png"), fullPage: true }).catch(() => undefined);

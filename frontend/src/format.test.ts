@@ -17,6 +17,11 @@ describe("runDurationMs", () => {
   it("is null before the run starts", () => {
     expect(runDurationMs({ started_at: null, finished_at: null }, now)).toBeNull();
   });
+  it("counts every attempt of a resumed run, also while it waits to start again", () => {
+    const resumed = { started_at: "2025-01-01T00:30:00Z", finished_at: null, earlier_attempts_s: 600 };
+    expect(runDurationMs(resumed, now)).toBe(2_400_000);
+    expect(runDurationMs({ started_at: null, finished_at: null, earlier_attempts_s: 600 }, now)).toBe(600_000);
+  });
   it("counts to now while running and to the finish after", () => {
     expect(runDurationMs({ started_at: "2025-01-01T00:00:00Z", finished_at: null }, now)).toBe(3_600_000);
     expect(runDurationMs({ started_at: "2025-01-01T00:00:00Z", finished_at: "2025-01-01T00:00:30Z" }, now)).toBe(30_000);

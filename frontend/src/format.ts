@@ -18,15 +18,21 @@ export function formatDuration(ms: number): string {
 interface Timed {
   started_at: string | null;
   finished_at: string | null;
+  /** A resumed run's earlier attempts; absent means none. */
+  earlier_attempts_s?: number;
 }
 
-/** Wall time of a run: start to finish, or start to now while it runs; null before it starts. */
+/**
+ * Wall time a run has run: its earlier attempts' (a resumed run), plus the current attempt's
+ * from its start to its finish, or to now while it runs; null before it ever started.
+ */
 export function runDurationMs(run: Timed, now: number): number | null {
-  if (!run.started_at) return null;
+  const earlier = Math.max(0, (run.earlier_attempts_s ?? 0) * 1000);
+  if (!run.started_at) return earlier > 0 ? earlier : null;
   const start = Date.parse(run.started_at);
   const end = run.finished_at ? Date.parse(run.finished_at) : now;
   if (Number.isNaN(start) || Number.isNaN(end)) return null;
-  return Math.max(0, end - start);
+  return earlier + Math.max(0, end - start);
 }
 
 /** "2025-11-30 09:14" in local time; the full ISO string goes in a title attribute. */

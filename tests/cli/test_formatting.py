@@ -48,3 +48,17 @@ def test_small_formatters() -> None:
     assert format_value(0.123456) == "0.1235"
     assert format_value("NaN") == "NaN"
     assert project_label({"project": 3}) == "3"
+
+
+def test_a_resumed_run_counts_every_attempt_even_while_it_waits_to_start_again() -> None:
+    resumed = run(earlier_attempts_s=600.0)
+    assert runs_table([resumed], now=NOW).splitlines()[1].endswith("0:11:30")
+    requeued = run(status="QUEUED", started_at=None, earlier_attempts_s=600.0)
+    assert runs_table([requeued], now=NOW).splitlines()[1].endswith("0:10:00")
+
+
+def test_a_waiting_run_is_marked_and_what_it_waits_for_follows_the_table() -> None:
+    note = "waiting for cluster resources: 2 tasks need {CPU: 1}; 0.5 of 2 CPU free"
+    lines = runs_table([run(waiting_for=note), run(id=8)], now=NOW).splitlines()
+    assert "RUNNING, waiting" in lines[1] and "waiting" not in lines[2]
+    assert lines[3] == f"run 7: {note}"

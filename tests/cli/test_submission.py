@@ -116,3 +116,21 @@ def test_set_cannot_descend_into_a_scalar() -> None:
     doc = {"config": {"steps": 3}}
     with pytest.raises(CliError, match=r"config\.steps is int"):
         apply_override(doc, ["config", "steps", "x"], 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_quiet_submit_prints_only_the_new_runs_id_for_scripts(
+    live_url: str, owner, project, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from barrel_cli.main import main
+    from controlplane.runs.models import Run
+
+    run_file = tmp_path / "smoke.yaml"
+    run_file.write_text("project: lab/default\nname: smoke-1\nrecipe: smoke\nconfig: {steps: 2}\n")
+
+    env = {"BARREL_URL": live_url, "BARREL_TOKEN": owner.token, "BARREL_CONFIG": str(tmp_path / "none.json")}
+    assert main(["submit", str(run_file), "--quiet"], environ=env) == 0
+    out = capsys.readouterr().out
+    assert out == f"{Run.objects.get(name='smoke-1').id}\n"
+    with pytest.raises(SystemExit):
+        main(["submit", str(run_file), "--quiet", "--json"], environ=env)

@@ -91,3 +91,70 @@ def test_the_event_order_tells_a_gap_and_a_new_epoch_from_events_in_order() -> N
     # The server's counter started again (Redis restarted): seq 1 is neither old nor a gap.
     assert order.observe({"type": "metrics.points", "seq": 1, "epoch": "e2"}) == "new-epoch"
     assert order.observe({"type": "metrics.points", "seq": 2, "epoch": "e2"}) == "in-order"
+
+
+def points(key: str, steps: list[int]) -> dict[str, object]:
+    series = [{"key": key, "steps": steps, "values": [0.5] * len(steps)}]
+    return {"type": "metrics.points", "run_id": 12, "series": series}
+
+
+def test_a_grpo_run_shows_its_phase_and_the_rl_step_not_the_last_warm_start_step() -> None:
+    state = WatchState()
+    state.apply(snapshot())
+    state.apply(points("warmstart/loss", list(range(100))))
+    assert "warm start step 99" in state.line()
+    state.apply(points("eval/rl_prompts/correct", [0]))
+    state.apply(points("reward/mean", [0, 1, 2]))
+    line = state.line(now=datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC))
+    assert line == "run 12 RUNNING  RL step 2  reward/mean=0.5  eval/rl_prompts/correct=0.5  elapsed 0:01:00"
+    # Watching a run already in RL: the keys' summaries say the same.
+    later = WatchState()
+    later.load_keys(
+        [
+            {"key": "warmstart/loss", "count": 100, "first_step": 0, "last_step": 99, "last_value": 0.1},
+            {"key": "reward/mean", "count": 13, "first_step": 0, "last_step": 12, "last_value": 0.4},
+        ]
+    )
+    assert later.progress() == "RL step 12"
+
+
+def test_a_run_without_phases_shows_a_plain_step() -> None:
+    state = WatchState()
+    state.apply(points("reward/mean", [4]))
+    assert state.progress() == "step 4"
+
+
+NOTE = "waiting for cluster resources: 2 tasks need {CPU: 1}; 0.5 of 2 CPU free"
+
+
+def waiting(note: str = NOTE) -> dict[str, object]:
+    message = snapshot()
+    message["run"] = dict(message["run"], waiting_for=note)  # type: ignore[call-overload]
+    return message | {"type": "run.status"}
+
+
+def test_a_waiting_run_says_what_it_waits_for_until_its_work_runs() -> None:
+    state = WatchState()
+    state.apply(waiting())
+    assert state.line(now=datetime(2026, 1, 2, 11, 59, 31, tzinfo=UTC)) == f"run 12 RUNNING  {NOTE}  elapsed 0:00:31"
+    state.apply(waiting(""))
+    state.apply(points("reward/mean", [0]))
+    assert "waiting" not in state.line() and "step 0" in state.line()
+
+
+def test_a_terminal_keeps_the_whole_note_above_the_rewritten_line() -> None:
+    out = io.StringIO()
+    display = Display(out, tty=True)
+    state = WatchState()
+    state.apply(waiting())
+    display.show(state)
+    display.show(state)  # the same note is not repeated
+    assert out.getvalue().count(NOTE) == 3  # once whole, twice in the rewritten line
+    assert out.getvalue().startswith(NOTE + "\n")
+
+
+def test_a_resumed_run_counts_the_time_of_every_attempt() -> None:
+    state = WatchState()
+    state.apply(snapshot())
+    state.run["earlier_attempts_s"] = 600.0
+    assert state.line(now=datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)).endswith("elapsed 0:11:00")

@@ -328,3 +328,54 @@ def test_the_reconciler_does_not_start_a_second_dispatch_beside_one_that_is_retr
         app.conf.task_default_queue = default_queue
         broker.delete(queue)
         cache.delete(dispatch._dispatching_key(str(run.attempts.get().id)))
+
+
+def test_a_failed_jobs_reason_and_log_tail_are_kept_without_terminal_escapes(ray, run: Run, settings):
+    # Coloured log lines, as Ray's own and most training libraries' loggers write them.
+    settings.JOB_ENTRYPOINT = (
+        "python -c \"print('\\033[32mINFO\\033[0m step 1', flush=True); raise ValueError('\\033[1mbad\\033[0m lr')\""
+    )
+    attempt = run.attempts.get()
+    dispatch.attempt_dispatch(attempt_id=str(attempt.id))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and ray.get_job_status(str(attempt.id)).value not in ("FAILED", "SUCCEEDED"):
+        time.sleep(0.5)
+    assert "\x1b[" in ray.get_job_logs(str(attempt.id))  # what Ray hands over
+    assert dispatch.runs_reconcile()[str(attempt.id)] == "failed"
+    run.refresh_from_db()
+    assert "INFO step 1" in run.log_tail and "\x1b" not in run.log_tail
+    assert run.failure_reason.endswith("ValueError: bad lr") and "\x1b" not in run.failure_reason
+    assert "\x1b" not in run.attempts.get().log_tail
+
+
+def test_terminal_escapes_of_every_kind_are_stripped():
+    text = "\x1b[31mred\x1b[0m \x1b[1;32mok\x1b[m \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ \x1b(Bend\x1b[2K"
+    assert dispatch.strip_ansi(text) == "red ok link end"
+
+
+def test_a_run_cancelled_and_settled_while_its_submit_is_in_flight_leaves_no_job_running(
+    ray, run: Run, owner, settings, monkeypatch
+):
+    """The README's order: cancel seconds after submit. The reconciler settles the attempt as
+    CANCELLED while Ray does not know the job yet (the submit is still uploading the code); the
+    job the submit then starts must be stopped, or it runs to its end unwatched."""
+    from controlplane.runs.services import run_cancel
+
+    settings.JOB_ENTRYPOINT = "sleep 120"
+    client = dispatch.ray_client()
+    submit = client.submit_job
+
+    def cancel_and_settle_first(**kwargs):
+        run_cancel(user=owner.user, run=Run.objects.get(id=run.id))
+        assert dispatch.runs_reconcile()[kwargs["submission_id"]] == "cancelled"
+        return submit(**kwargs)
+
+    monkeypatch.setattr(client, "submit_job", cancel_and_settle_first)
+    attempt = run.attempts.get()
+    assert dispatch.attempt_dispatch(attempt_id=str(attempt.id)) == "submitted"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and ray.get_job_status(str(attempt.id)).value not in ("STOPPED", "FAILED"):
+        time.sleep(0.5)
+    assert ray.get_job_status(str(attempt.id)).value == "STOPPED"
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from controlplane.checkpoints.services import checkpoint_register
 from controlplane.runs.dispatch import _runtime_env
@@ -106,3 +109,15 @@ def test_a_run_barrel_did_not_start_cannot_be_resumed(owner: Persona, project):
     response = owner.client.post(f"/api/v1/runs/{external.id}/resume", {}, format="json")
     assert response.status_code == 409 and "not started by Barrel" in response.json()["message"]
     assert not Attempt.objects.filter(run=external).exists()
+
+
+def test_a_resumed_run_counts_its_earlier_attempt_and_not_the_time_it_sat_failed(owner: Persona, failed: Run):
+    start = timezone.now() - timedelta(hours=1)
+    ended = start + timedelta(minutes=10)
+    Attempt.objects.filter(run=failed).update(started_at=start, finished_at=ended)
+    Run.objects.filter(id=failed.id).update(started_at=start, finished_at=ended)
+    body = owner.client.post(f"/api/v1/runs/{failed.id}/resume", {}, format="json").json()
+    # Queued again: the ten minutes of attempt 1 count; the fifty it sat FAILED do not, and the
+    # old start is not taken for the new attempt's.
+    assert body["earlier_attempts_s"] == 600.0
+    assert body["started_at"] is None and body["finished_at"] is None

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from controlplane.runs.models import Attempt, Run, RunStatus
@@ -9,6 +13,22 @@ from controlplane.teams.models import ApiToken
 from tests.conftest import Persona
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, dict[str, Any]]]:
+    """Events handed to the publisher from here on, (run id, event); still published."""
+    from controlplane import events
+
+    sent: list[tuple[int, dict[str, Any]]] = []
+    publish = events.publish
+
+    def spy(run_id: int, event: Any) -> None:
+        sent.append((run_id, event() if callable(event) else event))
+        publish(run_id, event)
+
+    monkeypatch.setattr(events, "publish", spy)
+    return sent
 
 
 def submit(client: APIClient, **body):
@@ -227,10 +247,67 @@ def test_a_transition_acts_only_once(run: Run):
     assert run.status == RunStatus.DISPATCHING
 
 
-def test_clone_submits_the_same_config_as_a_new_run(owner: Persona, run: Run):
+def test_clone_submits_the_same_config_as_a_new_run_that_names_its_origin(owner: Persona, run: Run):
     response = owner.client.post(f"/api/v1/runs/{run.id}/clone", {}, format="json")
     assert response.status_code == 201
     assert response.json()["config"] == run.config and response.json()["id"] != run.id
+    assert response.json()["cloned_from"] == run.id
+    assert owner.client.get(f"/api/v1/runs/{response.json()['id']}").json()["cloned_from"] == run.id
+
+
+def test_a_resumed_runs_duration_counts_every_attempt(owner: Persona, run: Run):
+    first = run.attempts.get()
+    start = timezone.now() - timedelta(minutes=30)
+    # Attempt 1 ran ten minutes and failed; attempt 2 has run since five minutes ago.
+    Attempt.objects.filter(id=first.id).update(
+        status=RunStatus.FAILED, started_at=start, finished_at=start + timedelta(minutes=10)
+    )
+    second = Attempt.objects.create(run=run, number=2, config=run.config, status=RunStatus.RUNNING)
+    Attempt.objects.filter(id=second.id).update(started_at=timezone.now() - timedelta(minutes=5))
+    Run.objects.filter(id=run.id).update(
+        status=RunStatus.RUNNING, started_at=timezone.now() - timedelta(minutes=5), finished_at=None
+    )
+    detail = owner.client.get(f"/api/v1/runs/{run.id}").json()
+    [listed] = owner.client.get("/api/v1/runs").json()["results"]
+    assert detail["earlier_attempts_s"] == listed["earlier_attempts_s"] == 600.0
+    # A run of one attempt ran only in that one.
+    fresh = submit(owner.client).json()
+    assert fresh["earlier_attempts_s"] == 0.0
+
+
+def test_what_a_run_waits_for_is_in_its_summary_and_detail_and_pushed_live(
+    owner: Persona, run: Run, published, django_capture_on_commit_callbacks
+):
+    from controlplane.runs.services import run_note_waiting
+
+    attempt = run.attempts.get()
+    transition(attempt.id, [RunStatus.QUEUED], RunStatus.DISPATCHING)
+    note = "waiting for cluster resources: 2 tasks need {CPU: 1}; 0.5 of 2 CPU free"
+    published.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert run_note_waiting(run_id=run.id, note=note)
+        assert not run_note_waiting(run_id=run.id, note=note)  # unchanged: nothing written, nothing sent
+    assert [(e["type"], e["run"]["waiting_for"]) for rid, e in published if rid == run.id] == [("run.status", note)]
+    detail = owner.client.get(f"/api/v1/runs/{run.id}").json()
+    [listed] = owner.client.get("/api/v1/runs").json()["results"]
+    assert detail["waiting_for"] == listed["waiting_for"] == note
+    since = detail["waiting_since"]
+    assert since is not None
+    # New figures keep the start of the wait; the end of it clears both.
+    run_note_waiting(run_id=run.id, note=note.replace("0.5 of", "0 of"))
+    assert owner.client.get(f"/api/v1/runs/{run.id}").json()["waiting_since"] == since
+    run_note_waiting(run_id=run.id, note="")
+    detail = owner.client.get(f"/api/v1/runs/{run.id}").json()
+    assert (detail["waiting_for"], detail["waiting_since"]) == ("", None)
+
+
+def test_a_finished_run_is_never_noted_as_waiting(run: Run):
+    from controlplane.runs.services import run_note_waiting
+
+    transition(run.attempts.get().id, [RunStatus.QUEUED], RunStatus.CANCELLED)
+    assert not run_note_waiting(run_id=run.id, note="waiting for cluster resources: ...")
+    run.refresh_from_db()
+    assert run.waiting_for == ""
 
 
 def test_the_job_reports_its_environment_and_the_run_counts_as_running(run: Run, run_client: APIClient):

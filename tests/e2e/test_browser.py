@@ -1,16 +1,20 @@
 """The dashboard in headless Chromium (Debian's), driven by playwright-core: log in, see the runs
 table, watch a chart receive live points over the websocket; see a GRPO run's samples and
-checkpoints and resume it."""
+checkpoints, resume it and read both attempts in a 1280-px window; see what a run waits for on the
+cluster until it runs."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import time
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
+from ray.job_submission import JobSubmissionClient
 
 from tests.e2e import test_grpo
 from tests.e2e.conftest import TERMINAL, Live
@@ -24,8 +28,9 @@ CHROMIUM = os.environ.get("BARREL_CHROMIUM", "/usr/bin/chromium")
 SHOTS = ROOT / "artifacts" / "screenshots"
 
 
-def browser_check(live: Live, script: str, run_id: int) -> subprocess.CompletedProcess[str]:
-    """Run one of frontend/e2e's checks against the live stack, as alice."""
+def check_env(live: Live, run_id: int) -> dict[str, str]:
+    """The environment of one of frontend/e2e's checks against the live stack, as alice; skips
+    the test where the browser, node or the built dashboard is missing."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM}: `apt-get install chromium` (.ci/run does)")
     if shutil.which("node") is None or not (ROOT / "frontend/node_modules/playwright-core").exists():
@@ -33,7 +38,7 @@ def browser_check(live: Live, script: str, run_id: int) -> subprocess.CompletedP
     if not (ROOT / "frontend/dist/index.html").exists():
         pytest.skip("the dashboard is not built: run `make test`, which builds it")
     SHOTS.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ) | {
+    return dict(os.environ) | {
         "BARREL_URL": live.url,
         "BARREL_USER": "alice",
         "BARREL_PASSWORD": "alice-password",
@@ -41,6 +46,11 @@ def browser_check(live: Live, script: str, run_id: int) -> subprocess.CompletedP
         "BARREL_SCREENSHOT_DIR": str(SHOTS),
         "BARREL_CHROMIUM": CHROMIUM,
     }
+
+
+def browser_check(live: Live, script: str, run_id: int) -> subprocess.CompletedProcess[str]:
+    """Run one of frontend/e2e's checks against the live stack, as alice."""
+    env = check_env(live, run_id)
     return subprocess.run(["node", script], cwd=ROOT / "frontend", env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -68,5 +78,41 @@ def test_a_person_reads_rollout_samples_and_resumes_a_failed_run_from_a_checkpoi
     result = browser_check(live, "e2e/rollout.mjs", run["id"])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (SHOTS / "rollout.png").exists() and (SHOTS / "resumed.png").exists()
+    assert (SHOTS / "attempts-1280.png").exists()
     resumed = live.wait(run["id"], TERMINAL, timeout=300)
     assert resumed["status"] == "SUCCEEDED" and len(resumed["attempts"]) == 2
+
+
+def test_a_person_sees_what_a_waiting_run_waits_for_until_it_runs(live: Live):
+    """Another job holds 1.5 of the head's 2 CPUs (as the demo run did); a smoke run's tasks of
+    one CPU each wait. The runs list and the run page say so; once the other job ends, the
+    banner goes away live and the charts come."""
+    env = check_env(live, 0)  # skips here, before anything is started, where there is no browser
+    ray = JobSubmissionClient(live.stack.ray_address)
+    blocker = ray.submit_job(entrypoint="sleep 600", submission_id=f"blocker-{uuid.uuid4()}", entrypoint_num_cpus=1.5)
+    run = live.submit({"steps": 30, "interval_s": 0.2, "task_cpus": 1}, name="browser-waiting")
+    try:
+        note = "2 tasks need {CPU: 1}; 0.5 of 2 CPU free"
+        deadline = time.monotonic() + 120
+        while note not in live.run(run["id"])["waiting_for"]:
+            assert time.monotonic() < deadline, f"no note after 120 s: {live.run(run['id'])}"
+            time.sleep(1)
+        env |= {"BARREL_RUN_ID": str(run["id"]), "BARREL_WAITING_TEXT": note}
+        check = subprocess.Popen(
+            ["node", "e2e/waiting.mjs"], cwd=ROOT / "frontend", env=env, stdout=subprocess.PIPE, text=True
+        )
+        assert check.stdout is not None
+        shown, out = False, ""
+        for line in check.stdout:  # until the banner is up (or the check ended without it)
+            out += line
+            if line.startswith("BANNER SHOWN"):
+                shown = True
+                break
+        ray.stop_job(blocker)  # room: the tasks run, and the page must see the note go
+        out += check.communicate(timeout=300)[0]
+        assert check.returncode == 0 and shown, out[-3000:]
+        assert live.wait(run["id"], TERMINAL)["waiting_for"] == ""
+    finally:
+        ray.stop_job(blocker)
+        httpx.post(f"{live.url}/api/v1/runs/{run['id']}/cancel", headers={"Authorization": f"Bearer {live.token}"})
+    assert (SHOTS / "waiting.png").exists() and (SHOTS / "waiting-cleared.png").exists()

@@ -129,6 +129,18 @@ export interface RunSummary {
   finished_at: string | null;
   /** Empty string unless the run failed. */
   failure_reason: string;
+  /**
+   * Seconds the run's earlier attempts ran (a resumed run); its duration is this plus the
+   * current attempt's time from started_at.
+   */
+  earlier_attempts_s: number;
+  /**
+   * What the run's work waits for on the Ray cluster ("waiting for cluster resources: 2 tasks
+   * need {CPU: 1}; 0.5 of 2 CPU free"); empty when nothing waits.
+   */
+  waiting_for: string;
+  /** When that wait began; null when nothing waits. */
+  waiting_since: string | null;
 }
 
 export interface Attempt {
@@ -185,6 +197,8 @@ export interface RunDetail extends RunSummary {
   /** Params logged through the MLflow API, by key: an external run's whole configuration. */
   params: Record<string, string>;
   log_tail: string;
+  /** The run this one was cloned from (POST /runs/{id}/clone), else null. */
+  cloned_from: number | null;
   attempts: Attempt[];
 }
 

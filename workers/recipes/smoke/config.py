@@ -11,6 +11,12 @@ class SmokeConfig(RecipeConfig):
     steps: int = Field(default=20, ge=1, le=1_000_000, description="Number of steps to run.")
     interval_s: float = Field(default=0.2, ge=0.0, le=3600.0, description="Sleep between steps, seconds.")
     tasks_per_step: int = Field(default=2, ge=1, le=64, description="Ray tasks launched per step.")
+    task_cpus: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1024.0,
+        description="CPUs each task asks Ray for (num_cpus); tasks wait while the cluster has fewer free.",
+    )
     fail_at_step: int | None = Field(
         default=None, ge=0, description="Raise an error at this step, to exercise failure handling."
     )

@@ -70,7 +70,8 @@ def run(config: SmokeConfig, ctx: RunContext) -> None:
         if config.fail_at_step == step:
             raise RuntimeError(f"smoke recipe failing on purpose at step {step}")
         started = time.perf_counter()
-        refs = [_rollout_task.remote(seed, step, task, config.steps) for task in range(config.tasks_per_step)]
+        task = _rollout_task.options(num_cpus=config.task_cpus)
+        refs = [task.remote(seed, step, i, config.steps) for i in range(config.tasks_per_step)]
         rewards = [r for task_rewards in ray.get(refs) for r in task_rewards]
         metrics = StepMetrics(
             rewards=rewards,

@@ -8,6 +8,7 @@ import { StatusBadge } from "../../components/StatusBadge";
 import { useNow } from "../../components/useNow";
 import { formatDateTime, formatDuration, runDurationMs } from "../../format";
 import { ArtifactsPanel } from "./ArtifactsPanel";
+import { shortCode, waitingParts } from "./attempts";
 import { groupByNamespace } from "./charts";
 import { ConfigPanel } from "./ConfigPanel";
 import { MetricChart } from "./MetricChart";
@@ -43,6 +44,7 @@ function RunView({ runId }: { runId: number }) {
   return (
     <article className="run-page">
       <RunHeader run={run.data} live={live} />
+      {run.data.waiting_for && !isTerminal(run.data.status) ? <WaitingBanner run={run.data} /> : null}
       {run.data.status === "FAILED" ? <FailureBox run={run.data} /> : null}
       <CheckpointsPanel run={run.data} />
       <Charts runId={runId} />
@@ -109,6 +111,16 @@ function RunHeader({ run, live }: { run: RunDetail; live: LiveState }) {
             <code>{run.recipe}</code>
           </dd>
         </div>
+        {run.cloned_from !== null ? (
+          <div>
+            <dt>cloned from</dt>
+            <dd className="num">
+              <Link to={`/runs/${run.cloned_from}`} data-testid="cloned-from">
+                #{run.cloned_from}
+              </Link>
+            </dd>
+          </div>
+        ) : null}
         <div>
           <dt>attempts</dt>
           <dd className="num">{run.attempts.length}</dd>
@@ -145,6 +157,24 @@ function RunHeader({ run, live }: { run: RunDetail; live: LiveState }) {
         ) : null}
       </dl>
     </header>
+  );
+}
+
+/** The run's work is held back by Ray until the cluster has room; say what it waits for. */
+function WaitingBanner({ run }: { run: RunDetail }) {
+  const now = useNow(1000);
+  const { title, detail } = waitingParts(run.waiting_for);
+  const since = run.waiting_since ? Date.parse(run.waiting_since) : Number.NaN;
+  return (
+    <section className="waiting" data-testid="run-waiting" role="status">
+      <h2>{title}</h2>
+      {detail ? <p className="waiting-detail">{detail}</p> : null}
+      <p className="muted small">
+        {Number.isNaN(since) ? "" : `For ${formatDuration(now - since)}. `}
+        Ray holds this work back until the cluster has room for it: it starts by itself once other
+        runs finish or are cancelled, or once nodes are added.
+      </p>
+    </section>
   );
 }
 
@@ -199,44 +229,47 @@ function Attempts({ runId, attempts }: { runId: number; attempts: Attempt[] }) {
   const resumedFrom = (id: number | null) =>
     id === null ? "–" : stepOf.has(id) ? `step ${stepOf.get(id)}` : `checkpoint ${id}`;
   return (
-    <details className="panel" open={attempts.some((a) => a.failure_reason)}>
+    <details className="panel" open={attempts.some((a) => a.failure_reason)} data-testid="attempts">
       <summary>Attempts ({attempts.length})</summary>
-      <table className="table">
-        <thead>
-          <tr>
-            <th className="num">#</th>
-            <th>status</th>
-            <th>created</th>
-            <th>started</th>
-            <th>finished</th>
-            <th>code</th>
-            <th>python</th>
-            <th>host</th>
-            <th>resumed from</th>
-            <th>failure</th>
-          </tr>
-        </thead>
-        <tbody>
-          {attempts.map((a) => (
-            <tr key={a.id} title={`attempt ${a.id}`}>
-              <td className="num">{a.number}</td>
-              <td>
-                <StatusBadge status={a.status} />
-              </td>
-              <td className="num">{formatDateTime(a.created_at)}</td>
-              <td className="num">{formatDateTime(a.started_at)}</td>
-              <td className="num">{formatDateTime(a.finished_at)}</td>
-              <td>
-                <code>{a.code_version || "–"}</code>
-              </td>
-              <td className="num">{a.python || "–"}</td>
-              <td>{a.hostname || "–"}</td>
-              <td className="num">{resumedFrom(a.resume_from)}</td>
-              <td className="wrap">{a.failure_reason || ""}</td>
+      {/* Never wider than the page: the failure column wraps, and a narrow window scrolls the table. */}
+      <div className="table-scroll">
+        <table className="table attempts">
+          <thead>
+            <tr>
+              <th className="num">#</th>
+              <th>status</th>
+              <th>created</th>
+              <th>started</th>
+              <th>finished</th>
+              <th>code</th>
+              <th>python</th>
+              <th>host</th>
+              <th>resumed from</th>
+              <th>failure</th>
             </tr>
-          ))}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {attempts.map((a) => (
+              <tr key={a.id} title={`attempt ${a.id}`}>
+                <td className="num">{a.number}</td>
+                <td>
+                  <StatusBadge status={a.status} />
+                </td>
+                <td className="num">{formatDateTime(a.created_at)}</td>
+                <td className="num">{formatDateTime(a.started_at)}</td>
+                <td className="num">{formatDateTime(a.finished_at)}</td>
+                <td title={a.code_version || undefined}>
+                  <code>{shortCode(a.code_version)}</code>
+                </td>
+                <td className="num">{a.python || "–"}</td>
+                <td className="host-cell">{a.hostname || "–"}</td>
+                <td className="num">{resumedFrom(a.resume_from)}</td>
+                <td className="wrap failure-cell">{a.failure_reason || ""}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
     </details>
   );
 }

@@ -20,11 +20,14 @@ function summary(id: number, status: RunSummary["status"]): RunSummary {
     started_at: null,
     finished_at: null,
     failure_reason: "",
+    earlier_attempts_s: 0,
+    waiting_for: "",
+    waiting_since: null,
   };
 }
 
 function detail(id: number, status: RunSummary["status"]): RunDetail {
-  return { ...summary(id, status), config: { steps: 3 }, params: {}, log_tail: "", attempts: [] };
+  return { ...summary(id, status), config: { steps: 3 }, params: {}, log_tail: "", cloned_from: null, attempts: [] };
 }
 
 function client(): QueryClient {

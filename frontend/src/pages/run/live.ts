@@ -16,6 +16,7 @@ import type {
   RunSummary,
   WsMessage,
 } from "../../api/types";
+import { refreshSamplesSoon } from "./samples";
 
 /** `ws://host/ws/runs/12/` on http, `wss://` on https. */
 export function runSocketUrl(runId: number, location: Pick<Location, "protocol" | "host">): string {
@@ -206,7 +207,7 @@ export function applyRunMessage(
       resyncRun(queryClient, runId);
       return;
     case "samples.added":
-      if (message.run_id === runId) void queryClient.invalidateQueries({ queryKey: queryKeys.samples(runId) });
+      if (message.run_id === runId) refreshSamplesSoon(queryClient, runId);
       return;
     case "checkpoint.registered":
       if (message.run_id === runId) void queryClient.invalidateQueries({ queryKey: queryKeys.checkpoints(runId) });

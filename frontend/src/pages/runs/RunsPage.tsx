@@ -2,7 +2,7 @@ import { useEffect, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
 
 import { useRuns } from "../../api/hooks";
-import { RUN_STATUSES, type RunSummary } from "../../api/types";
+import { isTerminal, RUN_STATUSES, type RunSummary } from "../../api/types";
 import { ErrorBox } from "../../components/ErrorBox";
 import { StatusBadge } from "../../components/StatusBadge";
 import { useNow } from "../../components/useNow";
@@ -150,6 +150,11 @@ function RunRow({ run, now, onOpen }: { run: RunSummary; now: number; onOpen: ()
       </td>
       <td>
         <StatusBadge status={run.status} testId={`status-${run.id}`} />
+        {run.waiting_for && !isTerminal(run.status) ? (
+          <span className="waiting-chip" title={run.waiting_for} data-testid={`waiting-${run.id}`}>
+            waiting for resources
+          </span>
+        ) : null}
       </td>
       <td title={`${formatDateTime(run.created_at)} by ${run.created_by}`} className="num">
         {formatAgo(run.created_at, now)}
