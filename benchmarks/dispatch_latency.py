@@ -18,7 +18,7 @@ from functools import partial
 import httpx
 from ray.job_submission import JobSubmissionClient
 
-from benchmarks.common import bench_stack, median, pct, token
+from benchmarks.common import Place, add_place_options, bench_stack, median, pct, token
 
 
 def wait_status(fetch: Callable[[], str], wanted: set[str], timeout: float = 60) -> float:
@@ -41,8 +41,9 @@ def job_status(ray: JobSubmissionClient, job: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=8)
+    add_place_options(parser)
     args = parser.parse_args()
-    stack = bench_stack(with_ray=True)
+    stack = bench_stack(Place.of(args), with_ray=True)
     try:
         tok = token(stack)
         ray = JobSubmissionClient(stack.ray_address)
