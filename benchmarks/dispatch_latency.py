@@ -1,6 +1,6 @@
 """Submit → RUNNING latency through the control plane vs a bare Ray job submission, one run.
 
-    .venv/bin/python benchmarks/dispatch_latency.py [--runs 8]
+    .venv/bin/python -m benchmarks.dispatch_latency [--runs 8] [--database-url ...] [--redis-url ...]
 
 Barrel path = POST /api/v1/runs → commit → Celery dispatch task → Ray JobSubmissionClient →
 the job starts and reports its environment (or the reconciler sees RUNNING) → the run is RUNNING
