@@ -1,40 +1,82 @@
-"""Helpers shared by the benchmarks: a private stack on the machine's PostgreSQL and Redis."""
+"""Helpers shared by the benchmarks: private stacks on the machine's PostgreSQL and Redis.
+
+Where a benchmark's stacks live follows its environment, so a benchmark beside a test run
+cannot empty the tests' database or Redis: databases are named after DATABASE_URL's
+(`<name>_bench`, `<name>_bench_mlflow`, ...; dropped and made afresh), and the stack uses
+REDIS_URL's database, never flushed; `--database-url` and `--redis-url` say otherwise. A second
+stack in the same benchmark gets a Redis server of its own on a free port.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse, urlunparse
+from urllib.parse import urlparse
 
 import httpx
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controlplane.devstack import Stack
+from controlplane.devstack import Stack, with_database
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/barrel"
+
+
+def add_place_options(parser: argparse.ArgumentParser) -> None:
+    """--database-url and --redis-url, defaulting to the environment's DATABASE_URL and REDIS_URL."""
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL),
+        help="the server and name the benchmark's databases derive from: <name>_bench and others, "
+        "dropped and made afresh (default: DATABASE_URL)",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("REDIS_URL") or None,
+        help="the Redis database of the benchmark's stack, never flushed (default: REDIS_URL; "
+        "without either, a Redis server of the stack's own on a free port)",
+    )
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a benchmark's stacks and servers keep their data."""
+
+    database_url: str
+    redis_url: str | None
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Place:
+        return cls(args.database_url, args.redis_url)
+
+    def database(self, suffix: str) -> str:
+        """The environment's database name with `_suffix`: another engineer's benchmark, on
+        another name, does not drop this one's."""
+        name = urlparse(self.database_url).path.strip("/") or "barrel"
+        return with_database(self.database_url, f"{name}_{suffix}")
 
 
 def bench_stack(
+    place: Place,
     *,
     with_ray: bool,
-    web_port: int | None = None,
-    name: str = "barrel_bench",
-    redis_db: int = 12,
+    suffix: str = "bench",
+    own_redis: bool = False,
     env: dict[str, str] | None = None,
 ) -> Stack:
-    """A stack of its own: database `name`, Redis database `redis_db`, and `env` for its processes
-    (a second stack beside the first needs other values of all three, and another port)."""
-    base_db = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/barrel")
-    base_redis = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    """A stack of its own on `place`'s database with `suffix`, and `env` for its processes; with
+    `own_redis`, a Redis server of its own on a free port (a second stack beside the first)."""
     stack = Stack(
         state_dir=Path(tempfile.mkdtemp(prefix="barrel-bench-")),
-        web_port=web_port,
-        database_url=urlunparse(urlparse(base_db)._replace(path=f"/{name}")),
-        redis_url=urlunparse(urlparse(base_redis)._replace(path=f"/{redis_db}")),
+        database_url=place.database(suffix),
+        redis_url=None if own_redis else place.redis_url,
         # Without Ray the dispatcher has nothing to talk to; the ingest benchmark does not need it.
         ray_address=None if with_ray else "http://127.0.0.1:9",
         fresh_db=True,
@@ -54,15 +96,20 @@ def token(stack: Stack) -> str:
 
 
 def new_run(url: str, tok: str, project: str) -> int:
-    """A fresh run to report into (the smoke recipe; nothing dispatches it without Ray)."""
-    response = httpx.post(
-        f"{url}/api/v1/runs",
-        json={"project": project, "recipe": "smoke", "config": {"steps": 1}},
-        headers={"Authorization": f"Bearer {tok}"},
-        timeout=30,
-    )
-    response.raise_for_status()
-    return int(response.json()["id"])
+    """A fresh run to report into, in `project` (`bench/<name>`): a run reporting from outside,
+    made through Barrel's MLflow API, RUNNING from the start and never dispatched. A recipe run
+    would wait for Ray, which the bench stacks lack, be failed when its dispatch gives up, and
+    refuse metrics once the finished-run grace period is over: in the middle of a benchmark."""
+    base = f"{url}/mlflow/api/2.0/mlflow"
+    with httpx.Client(headers={"Authorization": f"Bearer {tok}"}, timeout=30) as http:
+        found = http.get(f"{base}/experiments/get-by-name", params={"experiment_name": project})
+        if found.status_code == 404:
+            created = http.post(f"{base}/experiments/create", json={"name": project}).raise_for_status()
+            experiment_id = created.json()["experiment_id"]
+        else:
+            experiment_id = found.raise_for_status().json()["experiment"]["experiment_id"]
+        run = http.post(f"{base}/runs/create", json={"experiment_id": experiment_id}).raise_for_status()
+        return int(run.json()["run"]["info"]["run_id"])
 
 
 def median(values: list[float]) -> float:
@@ -72,6 +119,12 @@ def median(values: list[float]) -> float:
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def figure(values: list[float], fmt: str = ",.0f", scale: float = 1.0) -> str:
+    """The median of the trials and their spread (lowest..highest), with how many there were."""
+    lo, mid, hi = (format(v * scale, fmt) for v in (min(values), median(values), max(values)))
+    return f"median {mid:>9} (range {lo}..{hi}, n={len(values)})"
 
 
 _PENDING = (

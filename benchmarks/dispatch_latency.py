@@ -1,6 +1,6 @@
 """Submit → RUNNING latency through the control plane vs a bare Ray job submission, one run.
 
-    .venv/bin/python benchmarks/dispatch_latency.py [--runs 8]
+    .venv/bin/python -m benchmarks.dispatch_latency [--runs 8] [--database-url ...] [--redis-url ...]
 
 Barrel path = POST /api/v1/runs → commit → Celery dispatch task → Ray JobSubmissionClient →
 the job starts and reports its environment (or the reconciler sees RUNNING) → the run is RUNNING
@@ -18,7 +18,7 @@ from functools import partial
 import httpx
 from ray.job_submission import JobSubmissionClient
 
-from benchmarks.common import bench_stack, median, pct, token
+from benchmarks.common import Place, add_place_options, bench_stack, median, pct, token
 
 
 def wait_status(fetch: Callable[[], str], wanted: set[str], timeout: float = 60) -> float:
@@ -41,8 +41,9 @@ def job_status(ray: JobSubmissionClient, job: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=8)
+    add_place_options(parser)
     args = parser.parse_args()
-    stack = bench_stack(with_ray=True)
+    stack = bench_stack(Place.of(args), with_ray=True)
     try:
         tok = token(stack)
         ray = JobSubmissionClient(stack.ray_address)

@@ -1,30 +1,44 @@
-"""Metric ingest throughput, side by side in one run on one PostgreSQL:
+"""Metric ingest throughput, side by side in one run on one PostgreSQL, trials interleaved:
 
-    .venv/bin/python -m benchmarks.ingest [--points 200000] [--batches 5000,20000] [--trials 3] [--mlflow-points 50000]
-        [--sql-rollups]
+    .venv/bin/python -m benchmarks.ingest [--points 200000] [--batches 5000,20000] [--trials 3]
+        [--client-points 50000] [--keys 10] [--sql-rollups] [--database-url ...] [--redis-url ...]
 
-- full HTTP path: JSON (one object per point, ISO times included, as a hand-written client sends
-  it; and the same points as columns per series, as the job reporter and `barrel import` send
-  them) over HTTP → uvicorn → the ASGI ingest route → auth, rate-limit check, validation →
-  series locked and summaries advanced (one statement, when the batch is an append), binary COPY
-  into the points table → commit → one websocket event per batch. One client sending batches
-  back to back, as a run's reporter does; and two clients at once. Timed until the last batch is
-  acknowledged, and until the rollups (made after commit, off the request path) cover it too.
-- raw COPY into the same table, same run, same rows: binary COPY of pre-encoded rows in one
-  transaction (the table's ceiling); the same in batches of the HTTP batch size, each
-  committed (what storing batches durably costs at the least); and psycopg's write_row from
-  Python tuples (what a Python client pays). No validation, no conflict handling, no rollups.
-- MLflow: a tracking server (mlflow server, same PostgreSQL, postgresql+psycopg2) logging the
-  same points with the mlflow client's log_batch, 1,000 metrics per call (its limit). Skipped
-  with a message when mlflow is not installed (it is not a Barrel dependency:
-  `.venv/bin/pip install mlflow psycopg2-binary`).
+Three comparisons, each printed under its own heading:
 
-For one client, the CPU the web process and PostgreSQL spent per point (rollups included) is
-printed too: it is steadier than throughput on a shared machine, and says where the cost sits.
-With --sql-rollups, a second stack beside the first rolls appends up in SQL from the points read
-back (BARREL_METRICS_ROLLUP_HELD_POINTS=0), and its one-client trials alternate with the first's.
+1. Barrel's server path against PostgreSQL's COPY, request bodies pre-encoded outside the timer
+   (what the server costs): JSON (one object per point, ISO times included, as a hand-written
+   client sends it; and the same points as columns per series, as the job reporter and `barrel
+   import` send them) over HTTP → uvicorn → the ASGI ingest route → auth, rate-limit check,
+   validation → series locked and summaries advanced (one statement, when the batch is an
+   append), binary COPY into the points table → commit → one websocket event per batch. One
+   client sending batches back to back, as a run's reporter does; and two clients at once. Timed
+   until the last batch is acknowledged, and until the rollups (made after commit, off the
+   request path) cover it too. Against raw COPY into the same table, same run, same rows: binary
+   COPY of pre-encoded rows in one transaction (the table's ceiling); the same in batches of the
+   HTTP batch size, each committed (what storing batches durably costs at the least); and
+   psycopg's write_row from Python tuples (what a Python client pays). No validation, no
+   conflict handling, no rollups.
+2. Barrel against an MLflow tracking server (mlflow server, same PostgreSQL,
+   postgresql+psycopg2) at EQUAL batches of 1,000 points a request (MLflow's log_batch takes at
+   most 1,000 metrics), each client's encoding inside the timer: the same (key, step, value)
+   points, `--keys` keys a step, go through Barrel's reporter encoding (workers/report:
+   encode_point, then ApiClient.post_points: columns per series, json) and through the mlflow
+   client's log_batch (Metric entities, protobuf, JSON). And the same mlflow client, same
+   calls, pointed at Barrel's MLflow-compatible API (/mlflow): what a verl user sees.
+3. What Barrel allows beyond MLflow's limit: the reporter's encoding, timed as in 2, at the
+   larger batch sizes of --batches.
 
-Trials are interleaved because the machine is shared and noisy; medians are printed. A short
+CPU per point of the server's processes and PostgreSQL's (rollups included) is printed beside
+the throughput of one client, and in 2 and 3 the client's own CPU per point (its encoding and
+HTTP): steadier than throughput on a shared machine, and says where the cost sits. With
+--sql-rollups, a second stack beside the first rolls appends up in SQL from the points read back
+(BARREL_METRICS_ROLLUP_HELD_POINTS=0), and its one-client trials alternate with the first's.
+MLflow is skipped with a message when it is not installed (it is not a Barrel dependency:
+`.venv/bin/pip install mlflow psycopg2-binary`).
+
+Every way runs once per trial, in an order that rotates from trial to trial, because the machine
+is shared and noisy; medians over the trials are printed with their range, and the ratios
+between ways are taken trial by trial (two ways of one trial ran minutes apart at most). A short
 untimed pass through every way comes first: a fresh server opens its pooled connections and
 PostgreSQL plans against empty, unanalysed tables on the first batches, which is not what a
 server that has been up for a minute does.
@@ -35,7 +49,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,9 +61,20 @@ import orjson
 import psutil
 import psycopg
 
-from benchmarks.common import bench_stack, median, new_run, token, wait_rolled_up
-from benchmarks.mlflow_server import MlflowServer, stacks
+from benchmarks.common import (
+    Place,
+    add_place_options,
+    bench_stack,
+    figure,
+    median,
+    new_run,
+    token,
+    wait_rolled_up,
+)
+from benchmarks.mlflow_server import SKIPPED, MlflowServer, add_mlflow_option, barrel_tracking_uri, mlflow_run, stacks
 from controlplane.devstack import Stack
+from workers.report.client import ApiClient, Verdict
+from workers.report.encoding import encode_point
 
 ISO = datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -88,12 +113,13 @@ def http_ingest(
 
 
 class CpuMeter:
-    """CPU seconds used by the web process and by every PostgreSQL process (its backends and
-    background workers: the WAL writer, autovacuum) between two readings: where ingest's cost
-    sits, which wall-clock throughput on a shared 2-core machine hides."""
+    """CPU seconds used by a server process and its children (Barrel's web process; MLflow's
+    server and its workers) and by every PostgreSQL process (its backends and background
+    workers: the WAL writer, autovacuum) between two readings: where ingest's cost sits, which
+    wall-clock throughput on a shared 2-core machine hides."""
 
-    def __init__(self, web_pid: int) -> None:
-        self.web = psutil.Process(web_pid)
+    def __init__(self, server_pid: int) -> None:
+        self.server = psutil.Process(server_pid)
 
     @staticmethod
     def _seconds(proc: psutil.Process) -> float:
@@ -108,7 +134,8 @@ class CpuMeter:
                     postgres += self._seconds(proc)
             except psutil.Error:
                 continue
-        return self._seconds(self.web) + sum(map(self._seconds, self.web.children(recursive=True))), postgres
+        children = self.server.children(recursive=True)
+        return self._seconds(self.server) + sum(map(self._seconds, children)), postgres
 
 
 def timed_ingest(
@@ -193,22 +220,90 @@ def copy_rows(dsn: str, run_id: int, key: str, points: int) -> float:
         return points / (time.perf_counter() - t0)
 
 
-def mlflow_ingest(server: MlflowServer, trial: int, points: int) -> float:
-    from mlflow.entities import Metric
-    from mlflow.tracking import MlflowClient
+# What a trainer hands its metrics client, before any client has encoded it: (key, step, value).
+Raw = tuple[str, int, float]
+# MLflow's log_batch takes at most this many metrics a request (mlflow/utils/validation.py).
+MLFLOW_BATCH = 1000
 
-    client = MlflowClient(server.url)
-    experiment = client.create_experiment(f"ingest-{trial}-{time.time()}")
-    run = client.create_run(experiment)
-    stamp = int(time.time() * 1000)
-    batches = [
-        [Metric(f"mlflow/{trial}", s * 0.001, stamp, s) for s in range(start, min(points, start + 1000))]
-        for start in range(0, points, 1000)
-    ]
-    t0 = time.perf_counter()
-    for metrics in batches:
-        client.log_batch(run.info.run_id, metrics=metrics)
-    return points / (time.perf_counter() - t0)
+
+def raw_batches(keys: list[str], points: int, batch: int) -> list[list[Raw]]:
+    """`points` points of `keys`, every key at each step (step-major, as a trainer logs them),
+    cut into batches of `batch` points."""
+    flat = [(key, step, step * 0.001) for step in range(points // len(keys)) for key in keys]
+    return [flat[i : i + batch] for i in range(0, len(flat), batch)]
+
+
+Sender = Callable[[list[list[Raw]]], None]
+
+
+def reporter_sender(url: str, tok: str, run_id: int) -> Sender:
+    """Batches through Barrel's job reporter's encoding and client: each point as the reporter
+    encodes it when logged (encode_point: NaN as a string, an ISO time), then
+    ApiClient.post_points (columns per series, json, the POST, the answer classified)."""
+    client = ApiClient(url, tok, timeout_s=120)
+
+    def send(batches: list[list[Raw]]) -> None:
+        for batch in batches:
+            now = time.time()
+            outcome = client.post_points(
+                str(run_id), [encode_point(key, step, value, now) for key, step, value in batch]
+            )
+            if outcome.verdict is not Verdict.OK:
+                raise RuntimeError(f"Barrel refused a batch: HTTP {outcome.status} {outcome.message}")
+
+    return send
+
+
+def mlflow_sender(uri: str, experiment: str) -> tuple[Sender, str]:
+    """Batches through the mlflow client's log_batch (Metric entities, then protobuf and JSON),
+    into a fresh run on `uri`; and that run's id."""
+    from mlflow.entities import Metric
+
+    client, run_id = mlflow_run(uri, experiment)
+
+    def send(batches: list[list[Raw]]) -> None:
+        for batch in batches:
+            stamp = int(time.time() * 1000)
+            client.log_batch(run_id, metrics=[Metric(key, value, stamp, step) for key, step, value in batch])
+
+    return send, run_id
+
+
+@dataclass
+class ClientWay:
+    """One client sending to one server at one batch size."""
+
+    name: str
+    send: Sender
+    batch: int
+    meter: CpuMeter
+    # Barrel's rollups of these keys are done (untimed for the ack, so they do not spill into
+    # the next way's trial); None for MLflow, which makes none.
+    rolled_up: Callable[[list[str]], None] | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}/{self.batch}"
+
+    def trial(self, rates: dict[str, list[float]], trial: int, keys: int, points: int) -> None:
+        """Points per second until the last batch is acknowledged (and, on Barrel, until rolled
+        up); CPU per point of the client, the server and PostgreSQL (rollups included)."""
+        names = [f"{self.name}/{self.batch}/{trial}/k{k}" for k in range(keys)]
+        batches = raw_batches(names, points, self.batch)
+        sent = sum(map(len, batches))
+        before, client0 = self.meter.read(), time.process_time()
+        t0 = time.perf_counter()
+        self.send(batches)
+        acked = time.perf_counter() - t0
+        client = time.process_time() - client0
+        if self.rolled_up is not None:
+            self.rolled_up(names)
+            rates[f"{self.label}_r"].append(sent / (time.perf_counter() - t0))
+        server, postgres = (b - a for a, b in zip(before, self.meter.read(), strict=True))
+        rates[self.label].append(sent / acked)
+        rates[f"{self.label}_client"].append(client / sent * 1e6)
+        rates[f"{self.label}_server"].append(server / sent * 1e6)
+        rates[f"{self.label}_pg"].append(postgres / sent * 1e6)
 
 
 @dataclass
@@ -247,103 +342,179 @@ class Target:
         rates[f"{name}_r/{size}"].append(points / rolled)
         rates[f"{name}_lag/{size}"].append(rolled - acked)
 
+    def rolled_up(self, run_id: int) -> Callable[[list[str]], None]:
+        return lambda keys: wait_rolled_up(self.dsn, run_id, keys)
+
+
+def client_ways(stack: Stack, target: Target, mlflow: MlflowServer | None, sizes: list[int]) -> list[ClientWay]:
+    """Barrel's reporter at MLflow's 1,000 and at `sizes`; with MLflow installed, the mlflow
+    client at 1,000 into the MLflow server and into Barrel's /mlflow."""
+    reporter = reporter_sender(target.url, target.tok, target.run_id)
+    same = target.rolled_up(target.run_id)
+    ways = [ClientWay("barrel", reporter, MLFLOW_BATCH, target.meter, same)]
+    if mlflow is not None:
+        send, _ = mlflow_sender(mlflow.url, "ingest")
+        ways.append(ClientWay("mlflow", send, MLFLOW_BATCH, CpuMeter(mlflow.proc.pid), None))
+        send, run_id = mlflow_sender(barrel_tracking_uri(stack, target.tok), "ingest")
+        ways.append(ClientWay("barrel_mlflow", send, MLFLOW_BATCH, target.meter, target.rolled_up(int(run_id))))
+    ways += [ClientWay("barrel", reporter, size, target.meter, same) for size in sizes if size != MLFLOW_BATCH]
+    return ways
+
 
 @contextmanager
-def sql_rollup_stack(wanted: bool) -> Iterator[Stack | None]:
+def sql_rollup_stack(place: Place, wanted: bool) -> Iterator[Stack | None]:
     """A second stack whose merger rolls appends up in SQL from the points read back (as before
-    rollups were made in numpy), on a database, Redis database and port of its own."""
+    rollups were made in numpy), on a database, a Redis server and a port of its own."""
     if not wanted:
         yield None
         return
     stack = bench_stack(
-        with_ray=False, name="barrel_bench_sql", redis_db=13,
-        env={"BARREL_METRICS_ROLLUP_HELD_POINTS": "0"},
-    )  # fmt: skip
+        place, with_ray=False, suffix="bench_sql", own_redis=True, env={"BARREL_METRICS_ROLLUP_HELD_POINTS": "0"}
+    )
     try:
         yield stack
     finally:
         stack.stop()
 
 
+def rotated(ways: list[ClientWay], trial: int) -> list[ClientWay]:
+    """Each trial starts with another way, so no way always follows the same neighbour."""
+    turn = trial % len(ways)
+    return ways[turn:] + ways[:turn]
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--points", type=int, default=200_000)
-    parser.add_argument("--batches", default="5000,20000", help="HTTP batch sizes, compared side by side")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--points", type=int, default=200_000, help="points a trial in comparison 1")
+    parser.add_argument("--batches", default="5000,20000", help="Barrel's batch sizes in comparisons 1 and 3")
     parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--mlflow-points", type=int, default=50_000)
+    parser.add_argument("--client-points", type=int, default=50_000, help="points a trial and way in 2 and 3")
+    parser.add_argument("--keys", type=int, default=10, help="keys a step in 2 and 3 (the points cycle through them)")
     parser.add_argument(
         "--sql-rollups",
         action="store_true",
         help="also run one client against a second stack that rolls appends up in SQL, trials interleaved",
     )
+    add_place_options(parser)
+    add_mlflow_option(parser)
     args = parser.parse_args()
     sizes = [int(b) for b in args.batches.split(",")]
-    with stacks() as (stack, mlflow), sql_rollup_stack(args.sql_rollups) as other:
+    place = Place.of(args)
+    with stacks(place, args.mlflow) as (stack, mlflow), sql_rollup_stack(place, args.sql_rollups) as other:
         main_target = Target.of(stack)
         sql_target = Target.of(other) if other is not None else None
         tok, rid, dsn, meter = main_target.tok, main_target.run_id, main_target.dsn, main_target.meter
+        ways = client_ways(stack, main_target, mlflow, sizes)
         rates: dict[str, list[float]] = defaultdict(list)
         for size in sizes:
             for target in filter(None, (main_target, sql_target)):
                 target.warm_up(size)
             copy_binary(dsn, rid, f"warm/batched/{size}", 4 * size, size)
+        for way in ways:
+            way.trial(defaultdict(list), -1, args.keys, 2 * max(way.batch, args.keys))
         for trial in range(args.trials):
             for size in sizes:
-                for way, columns in (("http", False), ("cols", True)):
-                    main_target.one_client(rates, way, f"{way}/{size}/{trial}", args.points, size, columns)
+                for way_name, columns in (("http", False), ("cols", True)):
+                    main_target.one_client(rates, way_name, f"{way_name}/{size}/{trial}", args.points, size, columns)
                     if sql_target is not None:
-                        sql_target.one_client(rates, f"{way}_sql", f"{way}/{size}/{trial}", args.points, size, columns)
-                    two = [f"{way}2/{size}/{trial}/a", f"{way}2/{size}/{trial}/b"]
+                        sql_target.one_client(
+                            rates, f"{way_name}_sql", f"{way_name}/{size}/{trial}", args.points, size, columns
+                        )
+                    two = [f"{way_name}2/{size}/{trial}/a", f"{way_name}2/{size}/{trial}/b"]
                     acked, rolled = http_ingest(stack.url, dsn, tok, rid, two, args.points // 2, size, columns=columns)
-                    rates[f"{way}2/{size}"].append(acked)
-                    rates[f"{way}2_r/{size}"].append(rolled)
+                    rates[f"{way_name}2/{size}"].append(acked)
+                    rates[f"{way_name}2_r/{size}"].append(rolled)
                 rate, postgres = timed_copy(dsn, rid, f"batched/{size}/{trial}", args.points, size, meter)
                 rates[f"batched/{size}"].append(rate)
                 rates[f"batched_pg/{size}"].append(postgres / args.points * 1e6)
             rates["binary"].append(copy_binary(dsn, rid, f"binary/{trial}", args.points))
             rates["rows"].append(copy_rows(dsn, rid, f"rows/{trial}", args.points))
+            for way in rotated(ways, trial):
+                way.trial(rates, trial, args.keys, args.client_points)
+        report(args, rates, sizes, ways, mlflow, sql_target is not None)
+
+
+def report(
+    args: argparse.Namespace,
+    rates: dict[str, list[float]],
+    sizes: list[int],
+    ways: list[ClientWay],
+    mlflow: MlflowServer | None,
+    sql: bool,
+) -> None:
+    def line(name: str, key: str) -> None:
+        print(f"  {name:<58}: {figure(rates[key])} points/s")
+
+    def cpu(name: str, parts: list[tuple[str, str]]) -> None:
+        text = ", ".join(f"{what} {median(rates[key]):.2f} µs" for what, key in parts)
+        print(f"  {name:<58}: {text}")
+
+    def ratio(name: str, top: str, bottom: str) -> None:
+        """Trial by trial: the two ways of one trial ran side by side."""
+        print(f"  {name:<58}: {figure([a / b for a, b in zip(rates[top], rates[bottom], strict=True)], '.2f')}")
+
+    def one_client_lines(name: str, key: str, size: int) -> None:
+        line(name, f"{key}/{size}")
+        line("  ... until rolled up", f"{key}_r/{size}")
+        print(f"  {'  ... rollups done after the last ack':<58}: {figure(rates[f'{key}_lag/{size}'], ',.0f', 1000)} ms")
+        cpu("  ... CPU per point, rollups included", [("web", f"{key}_web/{size}"), ("PostgreSQL", f"{key}_pg/{size}")])
+
+    print(f"ingest, {args.trials} trials, every way once a trial, interleaved; medians, (range), n trials")
+    print(f"\n1. Barrel's server path against PostgreSQL's COPY: {args.points:,} points a trial and way,")
+    print("   request bodies pre-encoded outside the timer (the server's cost, not the client's)")
+    line("raw COPY, binary, pre-encoded, one commit", "binary")
+    line("raw COPY, write_row from Python, one commit", "rows")
+    for size in sizes:
+        print(f" batches of {size:,} points")
+        line("raw COPY, binary, a commit per batch", f"batched/{size}")
+        print(f"  {'  ... CPU per point':<58}: PostgreSQL {median(rates[f'batched_pg/{size}']):.2f} µs")
+        for kind, name in (("http", "points"), ("cols", "columns per series")):
+            one_client_lines(f"Barrel HTTP, {name}, 1 client", kind, size)
+            if sql:
+                one_client_lines("  ... the same, rollups made in SQL", f"{kind}_sql", size)
+            line(f"Barrel HTTP, {name}, 2 clients", f"{kind}2/{size}")
+            line("  ... until rolled up", f"{kind}2_r/{size}")
+        for kind, name in (("http", "points"), ("cols", "columns")):
+            for key, clients in ((kind, "1 client"), (f"{kind}_r", "1 client, rolled up"), (f"{kind}2", "2 clients")):
+                rate = median(rates[f"{key}/{size}"])
+                ratios = ", ".join(f"{rate / median(rates[k]):.2f}" for k in ("binary", f"batched/{size}", "rows"))
+                print(f"    HTTP {name}, {clients} / COPY one commit, COPY per batch, write_row: {ratios}")
+
+    def client_lines(way: ClientWay, name: str) -> None:
+        line(name, way.label)
+        if way.rolled_up is not None:
+            line("  ... until rolled up", f"{way.label}_r")
+        parts = [
+            ("client", f"{way.label}_client"),
+            ("server", f"{way.label}_server"),
+            ("PostgreSQL", f"{way.label}_pg"),
+        ]
+        cpu("  ... CPU per point" + (", rollups included" if way.rolled_up else ""), parts)
+
+    print(f"\n2. Barrel against MLflow at equal batches of {MLFLOW_BATCH:,} points a request (MLflow's limit),")
+    print(f"   each client's encoding timed: {args.client_points:,} points a trial and way, {args.keys} keys a step,")
+    print("   one client sending batches back to back, until the last is acknowledged")
+    by_label = {way.label: way for way in ways}
+    client_lines(by_label[f"barrel/{MLFLOW_BATCH}"], "Barrel <- Barrel's reporter encoding")
+    if mlflow is None:
+        print(f"  MLflow: {SKIPPED}")
+    else:
+        client_lines(by_label[f"mlflow/{MLFLOW_BATCH}"], f"MLflow {mlflow.version} server <- mlflow client log_batch")
+        client_lines(by_label[f"barrel_mlflow/{MLFLOW_BATCH}"], "Barrel /mlflow <- the same mlflow client, same calls")
+        ratio("Barrel (reporter) / MLflow server", f"barrel/{MLFLOW_BATCH}", f"mlflow/{MLFLOW_BATCH}")
+        ratio(
+            "same mlflow client: Barrel /mlflow / MLflow server",
+            f"barrel_mlflow/{MLFLOW_BATCH}",
+            f"mlflow/{MLFLOW_BATCH}",
+        )
+    larger = [way for way in ways if way.name == "barrel" and way.batch != MLFLOW_BATCH]
+    if larger:
+        print(f"\n3. What Barrel allows beyond MLflow's {MLFLOW_BATCH:,}: the reporter's encoding timed, as in 2")
+        for way in larger:
+            client_lines(way, f"Barrel <- Barrel's reporter encoding, batches of {way.batch:,}")
+            ratio(f"  ... / Barrel at {MLFLOW_BATCH:,} a batch", way.label, f"barrel/{MLFLOW_BATCH}")
             if mlflow is not None:
-                rates["mlflow"].append(mlflow_ingest(mlflow, trial, args.mlflow_points))
-
-        def line(name: str, key: str) -> None:
-            values = rates[key]
-            print(f"  {name:<44}: median {median(values):>10,.0f} points/s  {[round(r) for r in values]}")
-
-        def one_client_lines(name: str, key: str, size: int) -> None:
-            line(name, f"{key}/{size}")
-            line("  ... until rolled up", f"{key}_r/{size}")
-            lag = median(rates[f"{key}_lag/{size}"]) * 1000
-            print(f"  {'  ... rollups done after the last ack':<44}: median {lag:>10,.0f} ms")
-            web, postgres = median(rates[f"{key}_web/{size}"]), median(rates[f"{key}_pg/{size}"])
-            cpu = f"web {web:.2f} µs, PostgreSQL {postgres:.2f} µs"
-            print(f"  {'  ... CPU per point, rollups included':<44}: {cpu}")
-
-        print(f"ingest of {args.points:,} points per trial and way, {args.trials} trials, medians")
-        line("raw COPY, binary, pre-encoded, one commit", "binary")
-        line("raw COPY, write_row from Python, one commit", "rows")
-        if mlflow is not None:
-            line(f"MLflow {mlflow.version} log_batch of 1,000 ({args.mlflow_points:,} points)", "mlflow")
-        else:
-            print("  MLflow: skipped (mlflow not installed: .venv/bin/pip install mlflow psycopg2-binary)")
-        for size in sizes:
-            print(f"batches of {size:,} points")
-            line("raw COPY, binary, a commit per batch", f"batched/{size}")
-            postgres = median(rates[f"batched_pg/{size}"])
-            print(f"  {'  ... CPU per point':<44}: PostgreSQL {postgres:.2f} µs")
-            for way, name in (("http", "points"), ("cols", "columns per series")):
-                one_client_lines(f"full HTTP path, {name}, 1 client", way, size)
-                if sql_target is not None:
-                    one_client_lines("  ... the same, rollups made in SQL", f"{way}_sql", size)
-                line(f"full HTTP path, {name}, 2 clients", f"{way}2/{size}")
-                line("  ... until rolled up", f"{way}2_r/{size}")
-            for way, name in (("http", "points"), ("cols", "columns")):
-                for key, clients in ((way, "1 client"), (f"{way}_r", "1 client, rolled up"), (f"{way}2", "2 clients")):
-                    rate = median(rates[f"{key}/{size}"])
-                    ratios = ", ".join(f"{rate / median(rates[k]):.2f}" for k in ("binary", f"batched/{size}", "rows"))
-                    print(f"    HTTP {name}, {clients} / COPY one commit, COPY per batch, write_row: {ratios}")
-            if mlflow is not None:
-                versus = median(rates[f"http/{size}"]) / median(rates["mlflow"])
-                print(f"    HTTP (points, 1 client) / MLflow: {versus:.1f}x")
+                ratio(f"  ... / MLflow server at {MLFLOW_BATCH:,} (its limit)", way.label, f"mlflow/{MLFLOW_BATCH}")
 
 
 if __name__ == "__main__":

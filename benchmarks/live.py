@@ -17,7 +17,7 @@ import httpx
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 
-from benchmarks.common import bench_stack, median, new_run, pct, token
+from benchmarks.common import Place, add_place_options, bench_stack, median, new_run, pct, token
 
 
 async def watch(ws: ClientConnection, sent: dict[int, float], last: int, out: list[float], resyncs: list[int]) -> None:
@@ -77,8 +77,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--points", type=int, default=100)
     parser.add_argument("--rate", type=float, default=10.0)
+    add_place_options(parser)
     args = parser.parse_args()
-    stack = bench_stack(with_ray=False)
+    stack = bench_stack(Place.of(args), with_ray=False)
     try:
         tok = token(stack)
         asyncio.run(run_bench(stack.url, tok, new_run(stack.url, tok, "bench/live"), args))
