@@ -198,7 +198,19 @@ class GRPOConfig(RecipeConfig):
     reference_num_cpus: float = Field(
         default=0.25, ge=0.0, le=512, description="Ray CPUs reserved for the reference policy."
     )
-    trainer_device: Literal["auto", "cpu", "cuda"] = Field(default="auto")
+    trainer_device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto",
+        description="Where the trainer and the reference policy compute. cuda reserves trainer_num_gpus Ray GPUs "
+        "for them (the run fails at start when the cluster lacks them); auto does so when the cluster has "
+        "that many GPUs beside the rollout's, else computes on CPU.",
+    )
+    trainer_num_gpus: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=64,
+        description="Ray GPUs for the trainer and the reference together when they compute on GPUs; with a "
+        "reference each takes half, so on one GPU they share it.",
+    )
     threads_per_actor: int = Field(default=1, ge=1, le=256, description="torch threads in each actor.")
     fail_at_step: int | None = Field(
         default=None,
