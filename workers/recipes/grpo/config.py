@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workers.recipes.base import RecipeConfig
+from workers.rewards.arithmetic import check_sizes
 
 Op = Literal["+", "-", "*"]
 
@@ -52,7 +53,13 @@ class TaskConfig(_Section):
     digits: int = Field(default=2, ge=1, le=6, description="Digits per operand.")
     ops: list[Op] = Field(default_factory=_default_ops, min_length=1, description="Operators drawn from.")
     train_size: int = Field(default=512, ge=1, le=1_000_000, description="Distinct RL training problems.")
-    held_out_size: int = Field(default=64, ge=1, le=100_000, description="Held-out problems, eval only.")
+    held_out_size: int = Field(
+        default=64,
+        ge=1,
+        le=100_000,
+        description="Held-out problems, eval only. A problem and its commuted twin (3+5, 5+3) are never in "
+        "different splits: a held-out problem's twin is used nowhere.",
+    )
     warm_start_size: int = Field(
         default=64,
         ge=0,
@@ -63,14 +70,9 @@ class TaskConfig(_Section):
 
     @model_validator(mode="after")
     def _enough_problems(self) -> TaskConfig:
-        values = 10 if self.digits == 1 else 9 * 10 ** (self.digits - 1)
-        space = values * values * len(set(self.ops))
-        wanted = self.train_size + self.held_out_size + self.warm_start_size
-        if wanted > space:
-            raise ValueError(
-                f"{self.digits}-digit operands give only {space} distinct problems; "
-                f"train_size + held_out_size + warm_start_size ({wanted}) is more"
-            )
+        check_sizes(
+            self.digits, self.ops, held_out_size=self.held_out_size, learnt=self.train_size + self.warm_start_size
+        )
         return self
 
 
