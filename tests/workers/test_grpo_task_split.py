@@ -48,10 +48,13 @@ def _assert_no_twin_crosses(task: ArithmeticTask) -> None:
 
 
 def _shipped_configs(tmp_path: Path) -> dict[str, TaskConfig]:
+    from benchmarks.learning import demo_config
+
     example = yaml.safe_load((ROOT / "examples" / "grpo.yaml").read_text())["config"]
     return {
         "demo": GRPOConfig.model_validate(demo_run(tmp_path)["config"]).task,
         "example": GRPOConfig.model_validate(example).task,
+        "benchmark": demo_config(seed=1, checkpoint_dir=str(tmp_path)).task,
         "default": TaskConfig(),
     }
 

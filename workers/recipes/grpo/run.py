@@ -42,6 +42,16 @@ from workers.rewards.base import Prompt, Task
 EVAL_RL_PROMPTS = 128
 
 
+def eval_sets(task: Task) -> dict[str, list[Prompt]]:
+    """The prompts each greedy eval scores: every held-out one (never trained on), and as many RL
+    prompts (trained on by RL only, never by the warm start), or EVAL_RL_PROMPTS if that is more."""
+    held_out = list(task.held_out_prompts())
+    return {
+        "held_out": held_out,
+        "rl_prompts": list(task.train_prompts())[: max(len(held_out), EVAL_RL_PROMPTS)],
+    }
+
+
 def remote_class(cls: type) -> Any:
     """``ray.remote`` for an actor class, typed loosely: Ray's stubs model the wrapped class as the
     class itself, which hides ``.options`` and ``.remote``."""
@@ -573,12 +583,8 @@ class GRPORun:
         )
 
     def evaluate(self, step: int) -> None:
-        """Greedy decoding of the current policy on the held-out prompts (never trained on) and
-        on up to as many RL prompts (trained on by RL only, never by the warm start)."""
-        sets = {
-            "held_out": list(self.task.held_out_prompts()),
-            "rl_prompts": list(self.task.train_prompts())[: max(len(self.task.held_out_prompts()), EVAL_RL_PROMPTS)],
-        }
+        """Greedy decoding of the current policy on ``eval_sets``."""
+        sets = eval_sets(self.task)
         pending = {
             name: self.actors.reward[0].score.remote(
                 self.trainer.generate_greedy.remote(
