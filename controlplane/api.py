@@ -2,19 +2,62 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
-from rest_framework import exceptions, status
+from django.db.models import Field, Model
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
+
+# The largest primary key (bigint); a larger number in a path names nothing (controlplane.urls).
+MAX_ID = 2**63 - 1
+
+
+def query_int(request: Any, name: str, *, lo: int, hi: int, default: int | None = None) -> int | None:
+    """An integer query parameter, given at most once, from `lo` to `hi` (absent: `default`).
+    Refused with a 400 naming it otherwise, never quietly replaced by a default (what the schema
+    documents, `minimum`/`maximum`, is what is accepted)."""
+    values = request.query_params.getlist(name)
+    if not values:
+        return default
+    if len(values) > 1:
+        raise ApiError(f"{name} is given {len(values)} times; give it once.", fields={name: ["given more than once"]})
+    raw = values[0]
+    if not raw.isascii() or not raw.lstrip("-").isdigit():
+        raise ApiError(f"{name} must be an integer, got {raw[:40]!r}.", fields={name: ["expected an integer"]})
+    value = int(raw)
+    if not lo <= value <= hi:
+        raise ApiError(f"{name} must be from {lo} to {hi}.", fields={name: [f"must be from {lo} to {hi}"]})
+    return value
+
+
+def int_schema(lo: int, hi: int) -> dict[str, Any]:
+    """The OpenAPI schema of a query_int parameter (for OpenApiParameter's `type`)."""
+    return {"type": "integer", "minimum": lo, "maximum": hi}
 
 
 class Pagination(LimitOffsetPagination):
+    """`limit` (1..500, default 50) and `offset` (0..2^63-1), refused when out of range rather
+    than clamped as DRF does."""
+
     default_limit = 50
     max_limit = 500
+
+    def get_limit(self, request: Any) -> int | None:
+        return query_int(request, self.limit_query_param, lo=1, hi=self.max_limit, default=self.default_limit)
+
+    def get_offset(self, request: Any) -> int:
+        return query_int(request, self.offset_query_param, lo=0, hi=MAX_ID, default=0) or 0
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        bounds = {self.limit_query_param: (1, self.max_limit), self.offset_query_param: (0, MAX_ID)}
+        for parameter in parameters:
+            parameter["schema"] = int_schema(*bounds[parameter["name"]])
+        return parameters
 
 
 class ApiError(exceptions.APIException):
@@ -35,6 +78,65 @@ class ApiError(exceptions.APIException):
         self.error_code = code
         self.fields = fields
         self.wait = retry_after  # DRF's handler and the ingest route make it Retry-After
+
+
+def _type_problem(field: Any, value: Any) -> Any:
+    """Why `value`, as parsed from JSON, is not of the JSON type `field` documents (DRF would
+    convert 5 to "5" and "5" to 5 where the schema says string or integer), or None."""
+    if value is None:
+        return None  # DRF's allow_null / required answer it
+    if isinstance(field, serializers.ListField):
+        if not isinstance(value, list):
+            return None  # DRF: "Expected a list of items"
+        problems = {i: p for i, item in enumerate(value) if (p := _type_problem(field.child, item)) is not None}
+        return problems or None
+    if isinstance(field, serializers.DictField):
+        if not isinstance(value, dict):
+            return None
+        problems = {k: p for k, item in value.items() if (p := _type_problem(field.child, item)) is not None}
+        return problems or None
+    expected: tuple[type, ...] | None = None
+    if isinstance(field, (serializers.CharField, serializers.ChoiceField, serializers.UUIDField)):
+        expected, name = (str,), "a string"
+    elif isinstance(field, serializers.BooleanField):
+        expected, name = (bool,), "a boolean"
+    elif isinstance(field, serializers.IntegerField):
+        expected, name = (int,), "an integer"
+    elif isinstance(field, serializers.FloatField):
+        expected, name = (int, float), "a number"
+    if expected is None:
+        return None
+    if (isinstance(value, bool) and bool not in expected) or not isinstance(value, expected):
+        return [f"must be {name}, not {type(value).__name__}"]
+    return None
+
+
+def refuse_unknown_fields(serializer: serializers.Serializer[Any], data: Any) -> None:
+    """Name every field of `data` that `serializer` would silently drop (one it does not have,
+    or one it only ever outputs: a client that sends `"priority": 3` or `"id"` thinks it set it)
+    or silently convert (5 for a string, "5" for an integer)."""
+    if not isinstance(data, Mapping):
+        return  # the serializer's own "expected an object" answers that
+    fields = serializer.fields
+    bad: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in fields or fields[name].read_only:
+            bad[str(name)] = ["unknown field" if name not in fields else "read-only field"]
+        elif (problem := _type_problem(fields[name], value)) is not None:
+            bad[str(name)] = problem
+    if bad:
+        raise serializers.ValidationError(bad)
+
+
+# A request body: fields it does not know are refused, naming them (the schema says
+# `additionalProperties: false`, controlplane.schema). A comment, not a docstring: drf-spectacular
+# would print a docstring into every subclass's schema.
+class InputSerializer(serializers.Serializer[Any]):
+    refuses_unknown_fields = True
+
+    def to_internal_value(self, data: Any) -> Any:
+        refuse_unknown_fields(self, data)
+        return super().to_internal_value(data)
 
 
 def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -77,6 +179,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.NotFound("Not found.")
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    # Imported here: rest_framework.views loads the parser classes, and controlplane.inputs' one
+    # imports this module.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -100,3 +206,88 @@ def error_body(exc: exceptions.APIException) -> dict[str, Any]:
         message = str(detail) if not isinstance(detail, (dict, list)) else summarize(flatten_errors(detail))
         body = {"error": exc.get_codes() if isinstance(exc.get_codes(), str) else "error", "message": message}
     return body
+
+
+# ------------------------------------------------------------------ errors outside DRF
+# Django answers some requests itself (no route, a CSRF failure, an exception DRF does not
+# handle, a bad Host header) with HTML pages; API clients get JSON instead: Barrel's body, and
+# MLflow's `{"error_code", "message"}` under /mlflow/ (the mlflow client reads error_code).
+MLFLOW_PREFIX = "/mlflow/"
+
+
+def error_response(request: HttpRequest, exc: ApiError) -> JsonResponse:
+    """`exc` as the JSON body the caller's API speaks."""
+    if request.path.startswith(MLFLOW_PREFIX):
+        from controlplane.tracking.errors import to_mlflow  # tracking.errors imports this module
+
+        error = to_mlflow(exc)
+        assert error is not None  # every ApiError has an MLflow name
+        body: dict[str, Any] = {"error_code": error.error_code, "message": error.message}
+    else:
+        body = error_body(exc)
+    return JsonResponse(body, status=int(exc.status_code))
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return error_response(request, ApiError("Bad request.", code="bad_request"))
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return error_response(
+        request, ApiError("You do not have permission to do this.", code="permission_denied", status_code=403)
+    )
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return error_response(request, ApiError(f"No such path: {request.path}", code="not_found", status_code=404))
+
+
+def server_error(request: HttpRequest) -> JsonResponse:
+    # Django has logged the exception with its traceback (django.request) before calling this.
+    if request.path.startswith(MLFLOW_PREFIX):
+        body = {"error_code": "INTERNAL_ERROR", "message": "Internal server error; it has been logged."}
+        return JsonResponse(body, status=500)
+    return JsonResponse({"error": "server_error", "message": "Internal server error; it has been logged."}, status=500)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> JsonResponse:
+    """CSRF_FAILURE_VIEW: a session-authenticated write without the CSRF token."""
+    message = (
+        f"CSRF check failed ({reason}). Send the `csrftoken` cookie's value as the X-CSRFToken header, "
+        "or authenticate with `Authorization: Bearer <token>` instead of a session."
+    )
+    return error_response(request, ApiError(message, code="csrf_failed", status_code=403))
+
+
+def max_length(model: type[Model], name: str) -> int:
+    """A string column's max_length, read from the model so that a check cannot drift from it
+    (an ArrayField's is its elements')."""
+    field: Any = model._meta.get_field(name)
+    base: Field[Any, Any] = getattr(field, "base_field", field)
+    assert base.max_length is not None, f"{model.__name__}.{name} has no max_length"
+    return int(base.max_length)
+
+
+def check_lengths(model: type[Model], values: dict[str, tuple[str, str]]) -> None:
+    """Refuse, naming each, values longer than their column: `values` maps a model field to
+    (the path the client sent it under, the value)."""
+    fields: dict[str, list[str]] = {}
+    for name, (path, value) in values.items():
+        limit = max_length(model, name)
+        if len(value) > limit:
+            fields.setdefault(path, []).append(f"at most {limit} characters (got {len(value)})")
+    if fields:
+        raise ApiError(summarize(fields), code="validation_error", fields=fields)
+
+
+class ErrorSerializer(serializers.Serializer[Any]):
+    """The body of every error answer."""
+
+    error = serializers.CharField(help_text="A code for programs: validation_error, not_found, conflict, ...")
+    message = serializers.CharField(help_text="What is wrong, for a person; names the bad fields.")
+    # A declared field, popped from the class by DRF's metaclass: it does not shadow `.fields`.
+    fields = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text='Messages by the path of each bad field ("config.steps", "points[3].value").',
+    )

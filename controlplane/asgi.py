@@ -12,6 +12,7 @@ from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from controlplane.artifacts.asgi import UploadLimit  # noqa: E402
 from controlplane.auth_ws import BearerAuthMiddleware  # noqa: E402
 from controlplane.metrics.ingest_route import IngestRoute  # noqa: E402
 from controlplane.runs.consumers import RunConsumer  # noqa: E402
@@ -31,7 +32,8 @@ websocket_urlpatterns = [path("ws/runs/<int:run_id>/", RunConsumer.as_asgi())]
 application = ProtocolTypeRouter(
     {
         # Bearer-token metric batches skip Django's request machinery (see IngestRoute).
-        "http": IngestRoute(django_asgi_app),
+        # Oversized artifact uploads are refused before Django reads them (see UploadLimit).
+        "http": IngestRoute(UploadLimit(django_asgi_app)),
         "websocket": OriginCheck(BearerAuthMiddleware(URLRouter(websocket_urlpatterns)), settings.ALLOWED_HOSTS),
     }
 )

@@ -212,6 +212,9 @@ class Stack:
                 "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
                 "PYTHONPATH": str(ROOT),
                 "RAY_USAGE_STATS_ENABLED": "0",
+                # How long a raylet waits for its agents to start (Python processes, slow to
+                # import on a loaded 2-core machine); past it the raylet dies at start.
+                "RAY_agent_register_timeout_ms": "120000",
             }
         )
         # The local head listens on loopback only; Ray 2.5x turns token auth on by default, which
@@ -266,9 +269,24 @@ class Stack:
         self._embedded.append(server)
         self.redis_url = f"redis://127.0.0.1:{port}/0"
 
-    def start_ray(self) -> None:
+    def start_ray(self, tries: int = 2) -> None:
+        """A Ray head that has run a job. Under heavy load a raylet can die at start (it waits a
+        fixed 15 s for its dashboard agent), after the dashboard already answers; such a head is
+        stopped and started again on new ports."""
         if self.ray_address:
             return
+        for attempt in range(1, tries + 1):
+            try:
+                self._start_ray_head()
+                return
+            except RuntimeError as exc:
+                self.stop_process("ray")
+                self.ray_address = None
+                if attempt == tries:
+                    raise
+                log(f"the Ray head did not come up ({str(exc).splitlines()[0]}); starting it again")
+
+    def _start_ray_head(self) -> None:
         take = self.ports.take
         gcs, dashboard = take(), take()
         workers = self.ports.take_block()
@@ -288,14 +306,25 @@ class Stack:
         if self.ray_cpus is not None:
             args.append(f"--num-cpus={self.ray_cpus}")
         proc = self._spawn("ray", args)
-        self.ray_address = f"http://127.0.0.1:{dashboard}"
-        wait_for(
-            "Ray head",
-            lambda: http_ok(f"{self.ray_address}/api/version"),
-            120,
-            proc,
-            self.logs / "ray.log",
-        )
+        address = f"http://127.0.0.1:{dashboard}"
+        logfile = self.logs / "ray.log"
+        wait_for("Ray head", lambda: http_ok(f"{address}/api/version"), 120, proc, logfile)
+        # The dashboard answering is not a head that runs jobs: its agent (which takes job
+        # submissions) and raylet may still fail. A trivial job proves the whole path.
+        from ray.job_submission import JobStatus, JobSubmissionClient
+
+        client = JobSubmissionClient(address)
+        job: list[str] = []
+
+        def submitted() -> bool:  # refused ("No available agent") until the agent is up
+            job.append(client.submit_job(entrypoint="true"))
+            return True
+
+        wait_for("Ray's job agent", submitted, 120, proc, logfile)
+        wait_for("a trivial Ray job", lambda: client.get_job_status(job[0]).is_terminal(), 120, proc, logfile)
+        if (status := client.get_job_status(job[0])) != JobStatus.SUCCEEDED:
+            raise RuntimeError(f"a trivial Ray job ended {status}: {client.get_job_info(job[0]).message}")
+        self.ray_address = address
 
     def migrate(self) -> None:
         log("applying migrations")
@@ -408,7 +437,7 @@ def api(url: str, method: str, path: str, body: Any = None, token: str | None = 
         return json.loads(resp.read() or b"null")
 
 
-def check_end_to_end(url: str, token: str, timeout: float = 300) -> float:
+def check_end_to_end(url: str, token: str, project: str = "demo/stack-check", timeout: float = 300) -> float:
     """Submit a one-step smoke run and wait for it to succeed: web, Celery, Ray's job agent, the
     job reaching back to the API, metrics stored. Returns the seconds it took; RuntimeError with
     the run's reason when it fails, so a stack that cannot run a job never says it is ready."""
@@ -417,7 +446,7 @@ def check_end_to_end(url: str, token: str, timeout: float = 300) -> float:
         url,
         "POST",
         "/api/v1/runs",
-        {"project": "demo/stack-check", "name": "stack-check", "recipe": "smoke",
+        {"project": project, "name": "stack-check", "recipe": "smoke",
          "config": {"steps": 1, "interval_s": 0}, "tags": ["stack-check"]},
         token,
     )  # fmt: skip

@@ -22,6 +22,7 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by us: /api/docs/ works offline
     "channels",
     "controlplane.teams",
     "controlplane.runs",
@@ -34,6 +35,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before CSRF, which reads form fields: NUL characters refused once, for every view.
+    "controlplane.inputs.InputCheckMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
 ]
@@ -108,6 +111,8 @@ AUTH_PASSWORD_VALIDATORS = [
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
+# JSON, as every other error body (controlplane.api; the handlers are in controlplane.urls).
+CSRF_FAILURE_VIEW = "controlplane.api.csrf_failure"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -128,10 +133,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "controlplane.api.Pagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "controlplane.schema.AutoSchema",
     "EXCEPTION_HANDLER": "controlplane.api.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["controlplane.inputs.JSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
@@ -147,13 +152,21 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # controlplane.urls.IdConverter: a bigint primary key.
+    "PATH_CONVERTER_OVERRIDE": {"id": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}},
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Ray / dispatch
 RAY_ADDRESS = env_str("BARREL_RAY_ADDRESS", "http://127.0.0.1:8265")
 # The URL a Ray job uses to reach this control plane.
 BARREL_PUBLIC_URL = env_str("BARREL_PUBLIC_URL", "http://127.0.0.1:8000")
-JOB_ENTRYPOINT = env_str("BARREL_JOB_ENTRYPOINT", "python -m workers.entrypoint")
+# Ray runs the entrypoint through `/bin/sh -c`; `exec` leaves no shell between Ray's job
+# supervisor and the driver, so Ray's stop and its clean-up when the supervisor dies reach the
+# driver itself (a killed shell would leave the driver orphaned and still reporting).
+JOB_ENTRYPOINT = env_str("BARREL_JOB_ENTRYPOINT", "exec python -m workers.entrypoint")
 # Ship the workers package with each job (py_modules) so a remote cluster runs the code the run
 # was submitted with; a local head can run the checkout in place instead.
 JOB_SHIP_CODE = env_bool("BARREL_JOB_SHIP_CODE", True)
@@ -191,6 +204,47 @@ METRICS_ROLLUP_HELD_POINTS = env_int("BARREL_METRICS_ROLLUP_HELD_POINTS", 4_000_
 # its queue is then dropped and replaced by {"type": "resync"}, and it refetches over REST.
 WS_CLIENT_BUFFER = env_int("BARREL_WS_CLIENT_BUFFER", 64)
 WS_CLIENT_BUFFER_BYTES = env_int("BARREL_WS_CLIENT_BUFFER_BYTES", 4_000_000)
+
+# Run artifacts (MLflow's artifact proxy under /mlflow, and /api/v1/runs/{id}/artifacts), kept
+# through Django's storage API in the storage named "artifacts": a local directory by default,
+# or an S3-compatible bucket (AWS S3, MinIO, ...) when BARREL_ARTIFACTS_S3_BUCKET is set.
+ARTIFACTS_DIR = env_str("BARREL_ARTIFACTS_DIR", str(BASE_DIR / ".barrel" / "artifacts"))
+ARTIFACTS_S3_BUCKET = env_str("BARREL_ARTIFACTS_S3_BUCKET", "")
+# The largest one artifact may be; a larger upload is refused with 413 before it is stored.
+ARTIFACTS_MAX_UPLOAD_BYTES = env_int("BARREL_ARTIFACTS_MAX_UPLOAD_BYTES", 2**30)
+ARTIFACTS_S3_ENDPOINT_URL = env_str("BARREL_ARTIFACTS_S3_ENDPOINT_URL", "")
+ARTIFACTS_STORAGE: dict[str, object] = {
+    "BACKEND": "django.core.files.storage.FileSystemStorage",
+    # An artifact logged again under the same path replaces the old one, as in MLflow.
+    "OPTIONS": {"location": ARTIFACTS_DIR, "allow_overwrite": True},
+}
+if ARTIFACTS_S3_BUCKET:
+    ARTIFACTS_STORAGE = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": ARTIFACTS_S3_BUCKET,
+            "endpoint_url": ARTIFACTS_S3_ENDPOINT_URL or None,
+            "region_name": env_str("BARREL_ARTIFACTS_S3_REGION", "") or None,
+            # Unset: boto3's own chain (AWS_ACCESS_KEY_ID, a profile, an instance role).
+            "access_key": env_str("BARREL_ARTIFACTS_S3_ACCESS_KEY_ID", "") or None,
+            "secret_key": env_str("BARREL_ARTIFACTS_S3_SECRET_ACCESS_KEY", "") or None,
+            "location": env_str("BARREL_ARTIFACTS_S3_PREFIX", ""),
+            # MinIO and most other S3-compatible servers want path-style URLs.
+            "addressing_style": env_str(
+                "BARREL_ARTIFACTS_S3_ADDRESSING_STYLE", "path" if ARTIFACTS_S3_ENDPOINT_URL else "auto"
+            ),
+            "file_overwrite": True,
+            "default_acl": None,
+            # A download is staged in a temporary file: in memory up to 1 MB, then on disk (the
+            # default, 0, would hold any file whole in memory).
+            "max_memory_size": 1 << 20,
+        },
+    }
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "artifacts": ARTIFACTS_STORAGE,
+}
 
 # MLflow tracking API (/mlflow/api/2.0/mlflow/). The most points one get-history page returns;
 # the mlflow client asks for 25,000 and follows next_page_token.

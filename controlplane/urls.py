@@ -1,8 +1,10 @@
 from django.http import HttpRequest, JsonResponse
-from django.urls import include, path, re_path
+from django.urls import include, path, re_path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane import frontend
+from controlplane.api import MAX_ID
+from controlplane.artifacts.api import RunArtifactDownloadView, RunArtifactsView
 from controlplane.checkpoints.api import CheckpointListView, RunCheckpointsView, RunSamplesView
 from controlplane.metrics.api import MetricKeysView, MetricsQueryView, MetricsView
 from controlplane.observability import metrics_view
@@ -26,6 +28,25 @@ from controlplane.teams.api import (
 )
 
 
+class IdConverter:
+    """A primary key in a path: digits that fit a bigint. A longer number names nothing, so the
+    URL does not match (404) instead of reaching the database with an out-of-range value."""
+
+    regex = "[0-9]{1,19}"
+
+    def to_python(self, value: str) -> int:
+        number = int(value)
+        if number > MAX_ID:
+            raise ValueError(value)
+        return number
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+register_converter(IdConverter, "id")
+
+
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"ok": True})
 
@@ -33,23 +54,25 @@ def healthz(request: HttpRequest) -> JsonResponse:
 api_v1 = [
     path("session", SessionView.as_view()),
     path("tokens", TokenListView.as_view()),
-    path("tokens/<int:token_id>", TokenDetailView.as_view()),
+    path("tokens/<id:token_id>", TokenDetailView.as_view()),
     path("teams", TeamListView.as_view()),
-    path("teams/<int:team_id>/members", MemberListView.as_view()),
-    path("teams/<int:team_id>/members/<int:user_id>", MemberDetailView.as_view()),
+    path("teams/<id:team_id>/members", MemberListView.as_view()),
+    path("teams/<id:team_id>/members/<id:user_id>", MemberDetailView.as_view()),
     path("projects", ProjectListView.as_view()),
     path("recipes", RecipeListView.as_view()),
     path("runs", RunListView.as_view()),
-    path("runs/<int:run_id>", RunDetailView.as_view()),
-    path("runs/<int:run_id>/cancel", RunCancelView.as_view()),
-    path("runs/<int:run_id>/clone", RunCloneView.as_view()),
-    path("runs/<int:run_id>/resume", RunResumeView.as_view()),
-    path("runs/<int:run_id>/environment", RunEnvironmentView.as_view()),
-    path("runs/<int:run_id>/metrics", MetricsView.as_view()),
-    path("runs/<int:run_id>/metrics/keys", MetricKeysView.as_view()),
+    path("runs/<id:run_id>", RunDetailView.as_view()),
+    path("runs/<id:run_id>/cancel", RunCancelView.as_view()),
+    path("runs/<id:run_id>/clone", RunCloneView.as_view()),
+    path("runs/<id:run_id>/resume", RunResumeView.as_view()),
+    path("runs/<id:run_id>/environment", RunEnvironmentView.as_view()),
+    path("runs/<id:run_id>/metrics", MetricsView.as_view()),
+    path("runs/<id:run_id>/metrics/keys", MetricKeysView.as_view()),
     path("metrics/query", MetricsQueryView.as_view()),
-    path("runs/<int:run_id>/samples", RunSamplesView.as_view()),
-    path("runs/<int:run_id>/checkpoints", RunCheckpointsView.as_view()),
+    path("runs/<id:run_id>/samples", RunSamplesView.as_view()),
+    path("runs/<id:run_id>/checkpoints", RunCheckpointsView.as_view()),
+    path("runs/<id:run_id>/artifacts", RunArtifactsView.as_view()),
+    path("runs/<id:run_id>/artifacts/download", RunArtifactDownloadView.as_view()),
     path("checkpoints", CheckpointListView.as_view()),
 ]
 
@@ -61,5 +84,12 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     re_path(r"^assets/(?P<path>.+)$", frontend.assets),
-    re_path(r"^(?!api/|ws/|mlflow/|assets/)(?P<path>.*)$", frontend.index),
+    re_path(r"^static/(?P<path>.+)$", frontend.static),
+    re_path(r"^(?!api/|ws/|mlflow/|assets/|static/)(?P<path>.*)$", frontend.index),
 ]
+
+# Every error body is JSON, Django's own included (controlplane.api.error_response).
+handler400 = "controlplane.api.bad_request"
+handler403 = "controlplane.api.permission_denied"
+handler404 = "controlplane.api.page_not_found"
+handler500 = "controlplane.api.server_error"

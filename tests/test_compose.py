@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVICES = {"postgres", "redis", "web", "worker", "beat", "ray-head", "ray-worker-gpu"}
+SERVICES = {"postgres", "redis", "minio", "minio-init", "web", "worker", "beat", "ray-head", "ray-worker-gpu"}
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +62,12 @@ def settings_default(name: str) -> str:
             if node.args[0].value == name:
                 return str(ast.literal_eval(node.args[1]))
     raise AssertionError(f"settings.py does not read {name}")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    found: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return found
 
 
 def test_services_and_dependencies(services):
@@ -135,3 +141,26 @@ def test_builds_name_existing_dockerfiles_stages_and_args(services):
         for source in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
             for path in source.split():
                 assert "*" in path or (context / path).exists(), f"{name}: COPY {path}"
+
+
+def test_the_web_server_stores_artifacts_in_minio(services, compose):
+    web, minio, init = services["web"], services["minio"], services["minio-init"]
+    env = web["environment"]
+    # Settings takes the S3 branch with these (test_environment_matches_settings: it reads them).
+    endpoint = urlparse(env["BARREL_ARTIFACTS_S3_ENDPOINT_URL"])
+    assert endpoint.hostname == "minio"
+    assert option(argv(minio), "--address") == f":{endpoint.port}"
+    credentials = minio["environment"]
+    assert env_default(env["BARREL_ARTIFACTS_S3_ACCESS_KEY_ID"]) == env_default(credentials["MINIO_ROOT_USER"])
+    assert env_default(env["BARREL_ARTIFACTS_S3_SECRET_ACCESS_KEY"]) == env_default(credentials["MINIO_ROOT_PASSWORD"])
+    assert len(env_default(credentials["MINIO_ROOT_PASSWORD"])) >= 8  # MinIO refuses shorter ones
+    # The bucket is made, at the endpoint the web server uses, before the web server starts.
+    script = " ".join(argv(init))
+    assert f"mb --ignore-existing barrel/{env['BARREL_ARTIFACTS_S3_BUCKET']}" in script
+    assert f"barrel {env['BARREL_ARTIFACTS_S3_ENDPOINT_URL']} " in script
+    assert init["environment"] == credentials
+    assert init["depends_on"]["minio"]["condition"] == "service_healthy" and "healthcheck" in minio
+    assert web["depends_on"]["minio-init"]["condition"] == "service_completed_successfully"
+    assert web["depends_on"]["migrate"]["condition"] == "service_completed_successfully"  # still
+    volume = minio["volumes"][0].split(":")
+    assert volume[1] == "/data" == argv(minio)[1] and volume[0] in compose["volumes"]

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -178,6 +179,38 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise Terminated
 
 
+PARENT_POLL_S = 0.5
+# After the parent is gone: SIGTERM's short flush, then a hard exit if that did not end us.
+ORPHAN_EXIT_AFTER_S = CLOSE_TIMEOUT_AFTER_SIGTERM_S + 3.0
+
+
+def exit_with_parent(poll_s: float = PARENT_POLL_S) -> threading.Thread | None:
+    """Stop this process when the process that started it goes away.
+
+    The driver's parent is Ray's job supervisor; when it dies the job is over for Ray and for
+    the control plane, and a driver that lived on would go on computing and reporting into a run
+    that has ended. Linux reparents an orphan, so a changed parent pid means the parent died:
+    the driver then stops as on `ray job stop` (SIGTERM: a short final flush, exit 143), and
+    exits hard if that did not end it. (PR_SET_PDEATHSIG would fire when the parent's *thread*
+    that started us exits, which a threaded supervisor may do while it still watches the job.)
+    """
+    parent = os.getppid()
+    if parent == 1:
+        return None  # started by init (a container's entrypoint): there is no parent to outlive
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        log.error("the job's parent process (pid %d) is gone; stopping", parent)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(ORPHAN_EXIT_AFTER_S)
+        os._exit(EXIT_TERMINATED)
+
+    thread = threading.Thread(target=watch, name="barrel-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 def _uses_ray(spec: RecipeSpec) -> bool:
     # RecipeSpec may grow a flag for recipes that need no cluster; until then every recipe does.
     return bool(getattr(spec, "uses_ray", True))
@@ -297,6 +330,7 @@ def main() -> int:
     _setup_logging()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
+    exit_with_parent()
     try:
         return run_job(env)
     except Terminated:

@@ -8,21 +8,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import ApiError, Pagination
+from controlplane.api import MAX_ID, ApiError, Pagination, int_schema, query_int
 from controlplane.checkpoints import services
 from controlplane.checkpoints.models import Checkpoint, Sample
 from controlplane.checkpoints.serializers import CheckpointSerializer, SampleBatchSerializer, SampleSerializer
 from controlplane.runs.api import get_run
 
 
-def _int(request: Request, name: str) -> int | None:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return None
-    assert raw is not None
-    if not raw.lstrip("-").isdigit():
-        raise ApiError(f"{name} must be an integer.", fields={name: ["expected an integer"]})
-    return int(raw)
+def _id(request: Request, name: str) -> int | None:
+    return query_int(request, name, lo=0, hi=MAX_ID)
+
+
+_ID = int_schema(0, MAX_ID)
 
 
 class RunCheckpointsView(APIView):
@@ -40,7 +37,7 @@ class RunCheckpointsView(APIView):
         summary="Register a checkpoint the job saved (idempotent on run and step)",
     )
     def post(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id)
+        run = get_run(request, run_id, write=True)
         data = CheckpointSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         checkpoint = services.checkpoint_register(run=run, **data.validated_data)
@@ -48,10 +45,12 @@ class RunCheckpointsView(APIView):
 
 
 class CheckpointListView(APIView):
+    pagination_class = Pagination  # GET's answer, documented as such
+
     @extend_schema(
         parameters=[
-            OpenApiParameter("run", int, description="Run id"),
-            OpenApiParameter("project", int, description="Project id"),
+            OpenApiParameter("run", _ID, description="Run id"),
+            OpenApiParameter("project", _ID, description="Project id"),
         ],
         responses=CheckpointSerializer(many=True),
         summary="Checkpoints across your teams' runs",
@@ -61,9 +60,9 @@ class CheckpointListView(APIView):
         checkpoints = Checkpoint.objects.filter(run__project__team__memberships__user=user).order_by(
             "-created_at", "-id"
         )
-        if (run := _int(request, "run")) is not None:
+        if (run := _id(request, "run")) is not None:
             checkpoints = checkpoints.filter(run_id=run)
-        if (project := _int(request, "project")) is not None:
+        if (project := _id(request, "project")) is not None:
             checkpoints = checkpoints.filter(run__project_id=project)
         paginator = Pagination()
         page = paginator.paginate_queryset(checkpoints, request, self)
@@ -72,10 +71,11 @@ class CheckpointListView(APIView):
 
 class RunSamplesView(APIView):
     run_token_allowed = True
+    pagination_class = Pagination  # GET's answer, documented as such
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("step", int, description="Only this step"),
+            OpenApiParameter("step", _ID, description="Only this step"),
             OpenApiParameter("min_reward", float, description="Only samples with at least this reward"),
             OpenApiParameter("max_reward", float, description="Only samples with at most this reward"),
         ],
@@ -85,7 +85,7 @@ class RunSamplesView(APIView):
     def get(self, request: Request, run_id: int) -> Response:
         run = get_run(request, run_id)
         samples = Sample.objects.filter(run=run).order_by("-step", "id")
-        if (step := _int(request, "step")) is not None:
+        if (step := _id(request, "step")) is not None:
             samples = samples.filter(step=step)
         for name, lookup in (("min_reward", "reward__gte"), ("max_reward", "reward__lte")):
             if raw := request.query_params.get(name):
@@ -103,7 +103,7 @@ class RunSamplesView(APIView):
         summary="Add rollout samples (at most 512 per request)",
     )
     def post(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id)
+        run = get_run(request, run_id, write=True)
         data = SampleBatchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         created = services.samples_add(run=run, samples=data.validated_data["samples"])

@@ -2,13 +2,16 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from controlplane.api import InputSerializer
 from controlplane.checkpoints.models import Checkpoint, Sample
 
 MAX_TEXT = 65_536
 MAX_SAMPLES_PER_BATCH = 512
 
 
-class CheckpointSerializer(serializers.ModelSerializer[Checkpoint]):
+# Input too (the body of POST /runs/{id}/checkpoints, each sample of POST .../samples): InputSerializer
+# refuses the fields a client could not set.
+class CheckpointSerializer(InputSerializer, serializers.ModelSerializer[Checkpoint]):
     run = serializers.IntegerField(source="run_id", read_only=True)
     attempt = serializers.UUIDField(source="attempt_id", read_only=True, allow_null=True)
 
@@ -19,7 +22,7 @@ class CheckpointSerializer(serializers.ModelSerializer[Checkpoint]):
         extra_kwargs = {"step": {"min_value": 0}, "weight_version": {"min_value": 0}}
 
 
-class SampleSerializer(serializers.ModelSerializer[Sample]):
+class SampleSerializer(InputSerializer, serializers.ModelSerializer[Sample]):
     prompt = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, trim_whitespace=False)
     response = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, trim_whitespace=False)
 
@@ -46,6 +49,6 @@ class SampleSerializer(serializers.ModelSerializer[Sample]):
         }
 
 
-class SampleBatchSerializer(serializers.Serializer[None]):
+class SampleBatchSerializer(InputSerializer):
     # DRF passes max_length to the ListSerializer; the stubs do not know it.
     samples = SampleSerializer(many=True, allow_empty=False, max_length=MAX_SAMPLES_PER_BATCH)  # type: ignore[call-arg]

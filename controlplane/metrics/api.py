@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -17,12 +16,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import ratelimit
-from controlplane.api import ApiError
+from controlplane import inputs, ratelimit
+from controlplane.api import MAX_ID, ApiError, ErrorSerializer, InputSerializer, int_schema, query_int
 from controlplane.metrics import selectors, services
-from controlplane.runs.api import get_run
+from controlplane.runs.api import get_run, viewer_denied
 from controlplane.runs.models import TERMINAL, RunToken
 from controlplane.runs.selectors import runs_visible_to
+from controlplane.teams.models import Role
+from controlplane.teams.selectors import has_role
 
 
 class LenientJSONParser(JSONParser):
@@ -89,19 +90,6 @@ _SERIES_FIELDS: dict[str, serializers.Field[Any, Any, Any, Any]] = {
 _SERIES = inline_serializer("MetricSeries", {"key": serializers.CharField(), **_SERIES_FIELDS}, many=True)
 
 
-def _int_param(request: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(f"{name} must be an integer, got {raw!r}.", fields={name: ["expected an integer"]}) from None
-    if not lo <= value <= hi:
-        raise ApiError(f"{name} must be between {lo} and {hi}.", fields={name: [f"must be between {lo} and {hi}"]})
-    return value
-
-
 def check_body_size(length: int) -> None:
     if length > settings.METRICS_MAX_BODY_BYTES:
         raise ApiError(
@@ -112,17 +100,10 @@ def check_body_size(length: int) -> None:
 
 
 def parse_json(body: bytes) -> Any:
-    """orjson first (several times faster on large batches); the standard parser for bodies
-    orjson refuses, which accepts the bare NaN / Infinity tokens Python's json.dumps writes by
-    default."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(f"Body is not valid JSON: {exc}", code="parse_error") from None
+    """A metric batch: orjson first (several times faster on large batches), the standard
+    parser for bodies orjson refuses, which accepts the bare NaN / Infinity tokens Python's
+    json.dumps writes by default; NUL characters and depth checked (controlplane.inputs)."""
+    return inputs.loads(body, allow_nan=True, fast=True)
 
 
 def ingest_batch(run_id: int, user: Any, auth: Any, length: int, body: Callable[[], Any]) -> int:
@@ -134,25 +115,30 @@ def ingest_batch(run_id: int, user: Any, auth: Any, length: int, body: Callable[
         # lookup loaded the row). Otherwise only the columns needed here, not the run with its
         # config, project and team.
         if isinstance(auth, RunToken):
-            return auth.run.status, auth.run.finished_at
+            return auth.run.status, auth.run.finished_at, True
         if run_id > services.MAX_STEP:  # a bigint: anything larger names no run
             return None
-        found: RunState | None = runs_visible_to(user).filter(id=run_id).values_list("status", "finished_at").first()
-        return found
+        found = runs_visible_to(user).filter(id=run_id).values_list("status", "finished_at", "project__team_id").first()
+        if found is None:
+            return None
+        status, finished_at, team_id = found
+        return status, finished_at, has_role(user, team_id, Role.MEMBER)
 
     return ingest_checked(run_id, ratelimit.bucket(user, auth), state, length, body)
 
 
-RunState = tuple[str, datetime | None]
+# (status, finished_at, whether the caller may write into the run: its own run token, or the
+# member or admin role in its team)
+RunState = tuple[str, datetime | None, bool]
 
 
 def ingest_checked(
     run_id: int, bucket: str, state: Callable[[], RunState | None], length: int, body: Callable[[], Any]
 ) -> int:
-    """The size and rate limits (`bucket`), the run's state (`state()`: (status, finished_at),
-    None when the caller may not see the run), then the batch (`body()`, parsed JSON) validated
-    and stored. Returns the points accepted. Shared by MetricsView and the ASGI route that
-    serves bearer-token batches without DRF (controlplane.metrics.ingest_route)."""
+    """The size and rate limits (`bucket`), the run's state (`state()`: see RunState; None when
+    the caller may not see the run), then the batch (`body()`, parsed JSON) validated and stored.
+    Returns the points accepted. Shared by MetricsView and the ASGI route that serves
+    bearer-token batches without DRF (controlplane.metrics.ingest_route)."""
     check_body_size(length)
     wait = ratelimit.check(bucket, settings.METRICS_RATE_LIMIT_RPS)
     if wait is not None:
@@ -165,7 +151,9 @@ def ingest_checked(
     found = state()
     if found is None:
         raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
-    run_status, finished_at = found
+    run_status, finished_at, may_write = found
+    if not may_write:
+        raise viewer_denied(run_id)
     if run_status in TERMINAL and finished_at is not None:
         grace = timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
         if timezone.now() - finished_at > grace:
@@ -187,7 +175,12 @@ class MetricsView(APIView):
 
     @extend_schema(
         request=_INGEST,
-        responses={200: inline_serializer("MetricBatchOut", {"accepted": serializers.IntegerField()})},
+        responses={
+            200: inline_serializer("MetricBatchOut", {"accepted": serializers.IntegerField()}),
+            409: ErrorSerializer,  # the run ended longer ago than the grace period
+            413: ErrorSerializer,
+            429: ErrorSerializer,
+        },
         summary="Ingest a batch of metric points (idempotent on run, key, step)",
     )
     def post(self, request: Request, run_id: int) -> Response:
@@ -199,11 +192,11 @@ class MetricsView(APIView):
             OpenApiParameter("keys", str, description="Comma-separated keys; all keys when omitted"),
             OpenApiParameter(
                 "max_points",
-                int,
-                description="Buckets per series (1..BARREL_METRICS_MAX_READ_POINTS, 25000 by default; default 1000)",
+                int_schema(1, settings.METRICS_MAX_READ_POINTS),
+                description="Buckets per series (1..BARREL_METRICS_MAX_READ_POINTS; default 1000)",
             ),
-            OpenApiParameter("start", int, description="First step (inclusive)"),
-            OpenApiParameter("end", int, description="Last step (inclusive)"),
+            OpenApiParameter("start", int_schema(0, services.MAX_STEP), description="First step (inclusive)"),
+            OpenApiParameter("end", int_schema(0, services.MAX_STEP), description="Last step (inclusive)"),
         ],
         responses=inline_serializer("MetricSeriesList", {"run": serializers.IntegerField(), "series": _SERIES}),
         summary="Downsampled series: per bucket min, max, mean and last",
@@ -212,9 +205,9 @@ class MetricsView(APIView):
         run = get_run(request, run_id)
         raw_keys = request.query_params.get("keys")
         keys = [k for k in raw_keys.split(",") if k] if raw_keys else None
-        max_points = _int_param(request, "max_points", 1000, 1, settings.METRICS_MAX_READ_POINTS)
-        start = _int_param(request, "start", None, 0, services.MAX_STEP)
-        end = _int_param(request, "end", None, 0, services.MAX_STEP)
+        max_points = query_int(request, "max_points", lo=1, hi=settings.METRICS_MAX_READ_POINTS, default=1000)
+        start = query_int(request, "start", lo=0, hi=services.MAX_STEP)
+        end = query_int(request, "end", lo=0, hi=services.MAX_STEP)
         assert max_points is not None
         series = selectors.metrics_read(run_id=run.id, keys=keys, max_points=max_points, start=start, end=end)
         return Response({"run": run.id, "series": series})
@@ -247,9 +240,12 @@ class MetricKeysView(APIView):
         return Response({"keys": selectors.metric_keys(run_id=run.id)})
 
 
-class MetricsQueryIn(serializers.Serializer[Any]):
+class MetricsQueryIn(InputSerializer):
     runs = serializers.ListField(
-        child=serializers.IntegerField(min_value=1), min_length=1, max_length=100, help_text="Run ids (1..100)."
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+        min_length=1,
+        max_length=100,
+        help_text="Run ids (1..100 of them).",
     )
     keys = serializers.ListField(
         child=serializers.CharField(max_length=services.MAX_KEY_LEN),
@@ -258,7 +254,10 @@ class MetricsQueryIn(serializers.Serializer[Any]):
         help_text="Keys to read; every key of every run when omitted.",
     )
     max_points = serializers.IntegerField(
-        min_value=1, default=1000, help_text="Buckets per series (at most BARREL_METRICS_MAX_READ_POINTS)."
+        min_value=1,
+        max_value=settings.METRICS_MAX_READ_POINTS,
+        default=1000,
+        help_text="Buckets per series (at most BARREL_METRICS_MAX_READ_POINTS).",
     )
     start = serializers.IntegerField(min_value=0, max_value=services.MAX_STEP, required=False)
     end = serializers.IntegerField(min_value=0, max_value=services.MAX_STEP, required=False)
@@ -271,16 +270,19 @@ class MetricsQueryView(APIView):
 
     @extend_schema(
         request=MetricsQueryIn,
-        responses=inline_serializer(
-            "MetricQueryOut",
-            {
-                "series": inline_serializer(
-                    "RunMetricSeries",
-                    {"run": serializers.IntegerField(), "key": serializers.CharField(), **_SERIES_FIELDS},
-                    many=True,
-                )
-            },
-        ),
+        responses={
+            200: inline_serializer(
+                "MetricQueryOut",
+                {
+                    "series": inline_serializer(
+                        "RunMetricSeries",
+                        {"run": serializers.IntegerField(), "key": serializers.CharField(), **_SERIES_FIELDS},
+                        many=True,
+                    )
+                },
+            ),
+            404: ErrorSerializer,
+        },
         summary="Downsampled series of many runs and keys (for comparisons)",
         description=(
             "Every run must be visible to the caller: otherwise 404 naming the runs. Series come ordered by run, "

@@ -27,13 +27,14 @@ from django.conf import settings
 from django.db import close_old_connections
 from rest_framework import exceptions
 
-from controlplane.api import ApiError, error_body
+from controlplane.api import MAX_ID, ApiError, error_body
 from controlplane.metrics.api import check_body_size, ingest_checked, parse_json
 from controlplane.teams.auth import WWW_AUTHENTICATE, is_bearer, run_access
 
 logger = logging.getLogger(__name__)
 
-PATH = re.compile(r"/api/v1/runs/([0-9]+)/metrics")
+# The id as controlplane.urls.IdConverter reads it: a longer number is Django's 404.
+PATH = re.compile(r"/api/v1/runs/([0-9]{1,19})/metrics")
 _JSON = b"application/json"
 
 Scope = dict[str, Any]
@@ -45,7 +46,7 @@ def claims(scope: Scope) -> tuple[int, dict[bytes, bytes]] | None:
     if scope["type"] != "http" or scope["method"] != "POST":
         return None
     match = PATH.fullmatch(scope["path"])
-    if match is None:
+    if match is None or int(match[1]) > MAX_ID:
         return None
     headers = dict(scope["headers"])
     media_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()

@@ -30,6 +30,9 @@ from workers.report.encoding import encode_value
 KEY_RE = re.compile(r"[\w./\- @:]+")
 MAX_KEY_LEN = 250
 MAX_STEP = 2**63 - 1
+# Said for any step that is not one: a step past 2^64 arrives as a float (orjson), and
+# "required integer" for 2**70 sent the caller looking for the wrong mistake.
+STEP_RANGE = f"an integer from 0 to {MAX_STEP} (2^63-1)"
 NON_FINITE = {
     "NaN": math.nan,
     "nan": math.nan,
@@ -107,10 +110,11 @@ def key_problem(key: object) -> str | None:
 def _step(path: str, step: object) -> int:
     if isinstance(step, str) and step.isdigit():  # int64 as string, as protobuf JSON sends it
         step = int(step)
-    if isinstance(step, bool) or not isinstance(step, int):
-        raise _bad(path, "required integer")
-    if not 0 <= step <= MAX_STEP:
-        raise _bad(path, "must be between 0 and 2^63-1")
+    if step is None:
+        raise _bad(path, f"required: {STEP_RANGE}")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+        shown = repr(step) if isinstance(step, (int, float, str)) and len(repr(step)) <= 40 else type(step).__name__
+        raise _bad(path, f"must be {STEP_RANGE}, got {shown}")
     return step
 
 

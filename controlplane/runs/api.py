@@ -7,11 +7,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import ApiError, Pagination
+from controlplane.api import MAX_ID, ApiError, ErrorSerializer, Pagination, int_schema, query_int
 from controlplane.runs import selectors, services
-from controlplane.runs.models import Attempt, Run
+from controlplane.runs.models import Attempt, Run, RunToken
 from controlplane.runs.serializers import (
     STATUS_CHOICES,
+    STATUS_LIST_PATTERN,
     EnvironmentSerializer,
     RecipeSerializer,
     RunCloneSerializer,
@@ -20,11 +21,16 @@ from controlplane.runs.serializers import (
     RunSubmitSerializer,
     RunSummarySerializer,
 )
+from controlplane.teams.models import Role
+from controlplane.teams.selectors import has_role
 from workers.recipes import RECIPES
 
 
-def get_run(request: Request, run_id: int, *, with_attempts: bool = False) -> Run:
-    """The run if the caller may see it; 404 otherwise (another team's run does not exist)."""
+def get_run(request: Request, run_id: int, *, with_attempts: bool = False, write: bool = False) -> Run:
+    """The run if the caller may see it; 404 otherwise (another team's run does not exist).
+    `write`: the caller is about to write into the run (metrics, samples, checkpoints, its
+    environment), which needs that run's own run token or the member role in its team: a
+    viewer gets 403."""
     runs = selectors.runs_visible_to(request.user)
     if with_attempts:
         # Oldest attempt first, always: clients read the last one as the current attempt.
@@ -32,7 +38,25 @@ def get_run(request: Request, run_id: int, *, with_attempts: bool = False) -> Ru
     run = runs.filter(id=run_id).first()
     if run is None:
         raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
+    if write and not isinstance(request.auth, RunToken):
+        check_run_write(request.user, run)
     return run
+
+
+def check_run_write(user: object, run: Run) -> None:
+    """403 unless `user` is a member or admin of the run's team (a run token is checked by
+    RunTokenScope instead: it may write only into its own run)."""
+    if not has_role(user, run.project.team_id, Role.MEMBER):
+        raise viewer_denied(run.id)
+
+
+def viewer_denied(run_id: int) -> ApiError:
+    return ApiError(
+        f"Viewers cannot write into run {run_id}: writing needs the member or admin role in its team, "
+        "or the run's own token.",
+        code="permission_denied",
+        status_code=403,
+    )
 
 
 class RecipeListView(APIView):
@@ -46,11 +70,17 @@ class RecipeListView(APIView):
 
 
 class RunListView(APIView):
+    pagination_class = Pagination  # GET's answer, documented as such
+
     @extend_schema(
         parameters=[
-            OpenApiParameter("status", str, enum=STATUS_CHOICES, description="Comma-separated statuses"),
+            OpenApiParameter(
+                "status",
+                {"type": "string", "pattern": STATUS_LIST_PATTERN},
+                description=f"Comma-separated statuses, any case: {', '.join(STATUS_CHOICES)}",
+            ),
             OpenApiParameter("team", str, description="Team slug"),
-            OpenApiParameter("project", int, description="Project id"),
+            OpenApiParameter("project", int_schema(0, MAX_ID), description="Project id"),
             OpenApiParameter("name", str, description="Substring of the run name"),
             OpenApiParameter("tag", str, description="Runs carrying this tag"),
         ],
@@ -59,10 +89,13 @@ class RunListView(APIView):
     )
     def get(self, request: Request) -> Response:
         runs: QuerySet[Run] = selectors.runs_visible_to(request.user).order_by("-created_at", "-id")
+        # Runs deleted through MLflow's runs/delete are hidden, as MLflow's UI hides them; their
+        # pages stay reachable and runs/restore brings them back (controlplane.tracking).
+        runs = runs.filter(mlflow_deletion__isnull=True)
         params = request.query_params
-        if value := params.get("status"):
-            wanted = [s.strip().upper() for s in value.split(",") if s.strip()]
-            bad = [s for s in wanted if s not in STATUS_CHOICES]
+        if (value := params.get("status")) is not None:
+            wanted = [s.strip(" ").upper() for s in value.split(",")]
+            bad = [s or "''" for s in wanted if s not in STATUS_CHOICES]
             if bad:
                 raise ApiError(
                     f"Unknown status {', '.join(bad)}; use one of {', '.join(STATUS_CHOICES)}.",
@@ -71,10 +104,8 @@ class RunListView(APIView):
             runs = runs.filter(status__in=wanted)
         if value := params.get("team"):
             runs = runs.filter(project__team__slug=value)
-        if value := params.get("project"):
-            if not value.isdigit():
-                raise ApiError("project must be a project id.", fields={"project": ["expected an integer id"]})
-            runs = runs.filter(project_id=int(value))
+        if (project := query_int(request, "project", lo=0, hi=MAX_ID)) is not None:
+            runs = runs.filter(project_id=project)
         if value := params.get("name"):
             runs = runs.filter(name__icontains=value)
         if value := params.get("tag"):
@@ -83,7 +114,14 @@ class RunListView(APIView):
         page = paginator.paginate_queryset(runs, request, self)
         return paginator.get_paginated_response(RunSummarySerializer(page, many=True).data)
 
-    @extend_schema(request=RunSubmitSerializer, responses={201: RunDetailSerializer}, summary="Submit a run")
+    @extend_schema(
+        request=RunSubmitSerializer,
+        responses={201: RunDetailSerializer, 404: ErrorSerializer},
+        summary="Submit a run",
+        description="404 when the project (an id, or the team of 'team/project') is not one of yours. The "
+        "config is checked against its recipe's schema; a few of its rules relate fields to each other "
+        "(such as heads dividing hidden_size) and are not expressible in JSON Schema: a 400 names them.",
+    )
     def post(self, request: Request) -> Response:
         data = RunSubmitSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -103,7 +141,7 @@ class RunDetailView(APIView):
 
 
 class RunCancelView(APIView):
-    @extend_schema(request=None, responses={202: RunDetailSerializer}, summary="Cancel a run")
+    @extend_schema(request=None, responses={202: RunDetailSerializer, 409: ErrorSerializer}, summary="Cancel a run")
     def post(self, request: Request, run_id: int) -> Response:
         run = services.run_cancel(user=request.user, run=get_run(request, run_id))
         return Response(
@@ -125,7 +163,7 @@ class RunCloneView(APIView):
 class RunResumeView(APIView):
     @extend_schema(
         request=RunResumeSerializer,
-        responses={202: RunDetailSerializer},
+        responses={202: RunDetailSerializer, 409: ErrorSerializer},
         summary="Resume a failed or cancelled run from a checkpoint",
         description="Creates a new attempt that starts from the run's latest checkpoint (or the one named) "
         "and dispatches it. 409 when the run is not FAILED/CANCELLED or has no checkpoint.",
@@ -146,7 +184,7 @@ class RunEnvironmentView(APIView):
 
     @extend_schema(request=EnvironmentSerializer, responses={200: None}, summary="The job reports its environment")
     def post(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id)
+        run = get_run(request, run_id, write=True)
         data = EnvironmentSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)

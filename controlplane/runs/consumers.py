@@ -16,6 +16,9 @@ from controlplane.runs.selectors import run_for
 from controlplane.runs.services import run_event
 
 RESYNC = '{"type": "resync"}'
+# Close codes of a refused handshake (4000-4999 are the application's): HTTP's 401 and 404.
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
 
 
 def _visible_run(scope: dict[str, Any], run_id: int) -> Run | None:
@@ -47,10 +50,14 @@ class RunConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
         run = await database_sync_to_async(_visible_run)(self.scope, run_id)
         if run is None:
             # Refuse the handshake: an outsider learns nothing about whether the run exists.
-            await self.close(code=4404)
+            await self.close(code=CLOSE_NOT_FOUND)
             return
         self.group = run_group(run_id)
         await self.channel_layer.group_add(self.group, self.channel_name)

@@ -2,10 +2,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from controlplane.api import InputSerializer, max_length
 from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.teams.serializers import ProjectSerializer
+from workers.recipes import RECIPES
 
 
 class RunSummarySerializer(serializers.ModelSerializer[Run]):
@@ -52,7 +55,7 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
         ]
 
 
-class RunResumeSerializer(serializers.Serializer[None]):
+class RunResumeSerializer(InputSerializer):
     checkpoint = serializers.IntegerField(
         required=False, min_value=1, help_text="Checkpoint id; default: the run's latest checkpoint."
     )
@@ -60,9 +63,16 @@ class RunResumeSerializer(serializers.Serializer[None]):
 
 class RunDetailSerializer(RunSummarySerializer):
     attempts = AttemptSerializer(many=True, read_only=True)
+    params = serializers.SerializerMethodField(
+        help_text="Params logged through the MLflow API (an external run's whole configuration), by key."
+    )
 
     class Meta(RunSummarySerializer.Meta):
-        fields = [*RunSummarySerializer.Meta.fields, "config", "log_tail", "cloned_from", "attempts"]
+        fields = [*RunSummarySerializer.Meta.fields, "config", "params", "log_tail", "cloned_from", "attempts"]
+
+    @extend_schema_field(serializers.DictField(child=serializers.CharField()))
+    def get_params(self, run: Run) -> dict[str, str]:
+        return dict(run.mlflow_params.order_by("key").values_list("key", "value"))
 
 
 class ProjectRefField(serializers.Field):  # type: ignore[type-arg]
@@ -79,16 +89,24 @@ class ProjectRefField(serializers.Field):  # type: ignore[type-arg]
         return value
 
 
-class RunSubmitSerializer(serializers.Serializer[None]):
+TAG_MAX = max_length(Run, "tags")
+
+
+class RunSubmitSerializer(InputSerializer):
     project = ProjectRefField(help_text="Project id, or 'team-slug/project-name' (created if missing).")
-    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
-    recipe = serializers.CharField(max_length=64, help_text="A recipe name; see GET /api/v1/recipes.")
+    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=max_length(Run, "name"))
+    recipe = serializers.ChoiceField(
+        choices=sorted(RECIPES),
+        help_text="A recipe; see GET /api/v1/recipes.",
+        error_messages={"invalid_choice": f"unknown recipe '{{input}}'; choose one of: {', '.join(sorted(RECIPES))}"},
+    )
     config = serializers.JSONField(
         required=False, default=dict, help_text="Validated against the recipe's schema (GET /api/v1/recipes)."
     )
     tags = serializers.ListField(
         child=serializers.RegexField(
-            r"^[\w.:/@+-]{1,64}$", error_messages={"invalid": "letters, digits and _.:/@+- only, at most 64"}
+            rf"^[\w.:/@+-]{{1,{TAG_MAX}}}$",
+            error_messages={"invalid": f"letters, digits and _.:/@+- only, at most {TAG_MAX}"},
         ),
         required=False,
         default=list,
@@ -96,16 +114,16 @@ class RunSubmitSerializer(serializers.Serializer[None]):
     )
 
 
-class RunCloneSerializer(serializers.Serializer[None]):
-    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+class RunCloneSerializer(InputSerializer):
+    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=max_length(Run, "name"))
 
 
-class EnvironmentSerializer(serializers.Serializer[None]):
+class EnvironmentSerializer(InputSerializer):
     attempt = serializers.UUIDField()
-    code_version = serializers.CharField(max_length=100, allow_blank=True, default="")
+    code_version = serializers.CharField(max_length=max_length(Attempt, "code_version"), allow_blank=True, default="")
     packages = serializers.DictField(child=serializers.CharField(max_length=200), default=dict)
-    python = serializers.CharField(max_length=32, allow_blank=True, default="")
-    hostname = serializers.CharField(max_length=255, allow_blank=True, default="")
+    python = serializers.CharField(max_length=max_length(Attempt, "python"), allow_blank=True, default="")
+    hostname = serializers.CharField(max_length=max_length(Attempt, "hostname"), allow_blank=True, default="")
     seeds = serializers.DictField(default=dict)
 
 
@@ -116,3 +134,6 @@ class RecipeSerializer(serializers.Serializer[None]):
 
 
 STATUS_CHOICES = [s.value for s in RunStatus]
+# What GET /runs?status= accepts: statuses in any case, separated by commas (and spaces).
+_ANY_CASE = "|".join("".join(f"[{c.upper()}{c.lower()}]" for c in s) for s in STATUS_CHOICES)
+STATUS_LIST_PATTERN = f"^ *({_ANY_CASE}) *(, *({_ANY_CASE}) *)*$"

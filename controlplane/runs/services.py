@@ -14,13 +14,17 @@ from django.utils import timezone
 from pydantic import ValidationError as PydanticValidationError
 
 from controlplane.api import ApiError
-from controlplane.runs.models import ACTIVE, TERMINAL, Attempt, Run, RunStatus
+from controlplane.runs.models import ACTIVE, TERMINAL, Attempt, Run, RunStatus, RunToken
 from controlplane.teams.models import Project, Role, Team
 from controlplane.teams.selectors import has_role
 from controlplane.teams.services import project_get_or_create
 from workers.recipes import RECIPES, get_recipe
 
 S = RunStatus
+# Attempts that end FAILED (the job failed, or Ray lost it) or CANCELLED lose their run tokens at
+# once. A SUCCEEDED attempt's job exited cleanly after its last flush; its token keeps the
+# finished-run grace period (settings.METRICS_FINISHED_GRACE_S) like everyone else's.
+REVOKE_TOKENS_ON = frozenset({S.FAILED, S.CANCELLED})
 
 
 def _loc_path(prefix: str, loc: Iterable[Any]) -> str:
@@ -67,16 +71,23 @@ def resolve_project(*, user: Any, ref: Any) -> Project:
     if isinstance(ref, int) and not isinstance(ref, bool):
         project = Project.objects.filter(id=ref, team__memberships__user=user).select_related("team").first()
         if project is None:
-            raise ApiError(f"No project {ref} in your teams.", fields={"project": ["not found"]})
+            raise ApiError(
+                f"No project {ref} in your teams.", code="not_found", status_code=404, fields={"project": ["not found"]}
+            )
         return project
     if isinstance(ref, str) and ref.count("/") == 1:
         slug, name = ref.split("/")
         team = Team.objects.filter(slug=slug, memberships__user=user).first()
         if team is None:
-            raise ApiError(f"You are not in a team '{slug}'.", fields={"project": [f"no team '{slug}'"]})
+            raise ApiError(
+                f"You are not in a team '{slug}'.",
+                code="not_found",
+                status_code=404,
+                fields={"project": [f"no team '{slug}'"]},
+            )
         if not name.strip():
             raise ApiError("Project name is empty.", fields={"project": ["expected 'team/project'"]})
-        return project_get_or_create(user=user, team=team, name=name.strip())
+        return project_get_or_create(user=user, team=team, name=name.strip(), path="project")
     raise ApiError(
         "project must be a project id or 'team/project'.", fields={"project": ["expected an id or 'team/project'"]}
     )
@@ -159,6 +170,11 @@ def transition(
         changed = Attempt.objects.filter(id=attempt_id, status__in=frm).update(**attempt_fields)
         if not changed:
             return False
+        if to in REVOKE_TOKENS_ON:
+            # The control plane has given up on this attempt: whatever of its job still runs (a
+            # driver orphaned by a killed parent, a node Ray lost touch with) must not write into
+            # the run any more, not even within the finished-run grace period.
+            RunToken.objects.filter(attempt_id=attempt_id, revoked_at__isnull=True).update(revoked_at=now)
         run_id = Attempt.objects.filter(id=attempt_id).values_list("run_id", flat=True).get()
         if Run.objects.filter(id=run_id, status__in=frm).update(**run_fields):
             _publish_status(run_id)

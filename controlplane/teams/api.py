@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import ApiError, Pagination
+from controlplane.api import ApiError, ErrorSerializer, Pagination
 from controlplane.teams import selectors, services
 from controlplane.teams.auth import RunTokenScope
 from controlplane.teams.models import ApiToken, Membership, Role
@@ -113,6 +113,8 @@ def _teams_with_my_membership(user: Any) -> Any:
 
 
 class TeamListView(APIView):
+    pagination_class = Pagination  # GET's answer, documented as such
+
     @extend_schema(responses=TeamSerializer(many=True), summary="Your teams")
     def get(self, request: Request) -> Response:
         paginator = Pagination()
@@ -154,7 +156,7 @@ class MemberListView(APIView):
 
 
 class MemberDetailView(APIView):
-    @extend_schema(request=None, responses={204: None}, summary="Remove a member")
+    @extend_schema(request=None, responses={204: None, 409: ErrorSerializer}, summary="Remove a member")
     def delete(self, request: Request, team_id: int, user_id: int) -> Response:
         team = get_object_or_404(selectors.teams_of(request.user), id=team_id)
         services.membership_remove(actor=request.user, team=team, user_id=user_id)
@@ -162,6 +164,8 @@ class MemberDetailView(APIView):
 
 
 class ProjectListView(APIView):
+    pagination_class = Pagination  # GET's answer, documented as such
+
     @extend_schema(
         parameters=[OpenApiParameter("team", str, description="Team slug")],
         responses=ProjectSerializer(many=True),
@@ -175,12 +179,25 @@ class ProjectListView(APIView):
         page = paginator.paginate_queryset(projects, request, self)
         return paginator.get_paginated_response(ProjectSerializer(page, many=True).data)
 
-    @extend_schema(request=ProjectCreateSerializer, responses={201: ProjectSerializer}, summary="Create a project")
+    @extend_schema(
+        request=ProjectCreateSerializer,
+        responses={201: ProjectSerializer, 404: ErrorSerializer},
+        summary="Create a project (404: not in that team)",
+    )
     def post(self, request: Request) -> Response:
         data = ProjectCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         team = selectors.teams_of(request.user).filter(slug=data.validated_data["team"]).first()
         if team is None:
-            raise ApiError(f"You are not in a team '{data.validated_data['team']}'.", fields={"team": ["not found"]})
+            raise ApiError(
+                f"You are not in a team '{data.validated_data['team']}'.",
+                code="not_found",
+                status_code=404,
+                fields={"team": ["not found"]},
+            )
+        # Checked here as well as on creation: a viewer naming an existing project must not get
+        # the 201 of a write it may not make.
+        if not selectors.has_role(request.user, team.id, Role.MEMBER):
+            raise ApiError("Viewers cannot create projects.", code="permission_denied", status_code=403)
         project = services.project_get_or_create(user=request.user, team=team, name=data.validated_data["name"])
         return Response(ProjectSerializer(project).data, status=status.HTTP_201_CREATED)

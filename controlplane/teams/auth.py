@@ -2,7 +2,8 @@
 
 A run token authenticates as the run's creator but may touch only its own run, and only
 through views that declare `run_token_allowed = True`. The check is in a default permission
-class so a new view is closed to run tokens unless it opts in.
+class so a new view is closed to run tokens unless it opts in. Roles (viewer, member, admin) are
+checked by the views and services that write (`controlplane.runs.api.get_run(write=True)`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from rest_framework.request import Request
 
 from controlplane import ratelimit
 from controlplane.runs.models import TERMINAL, Run, RunToken
-from controlplane.teams.models import ApiToken, Membership, Project
+from controlplane.teams.models import ROLE_RANK, ApiToken, Membership, Project, Role
 from controlplane.teams.tokens import RUN_TOKEN_PREFIX, USER_TOKEN_PREFIX, digest
 
 if TYPE_CHECKING:  # rest_framework.views imports this module through the settings
@@ -120,24 +121,31 @@ def check_run_scope(auth: object, run_id: object) -> None:
 
 
 class RunTokenScope(BasePermission):
-    message = "A run token may only report into its own run."
+    """A run token reads its own run and writes its job's reports into it (views that declare
+    `run_token_allowed`); anything else is 403, and any route of another run 404."""
+
+    message = "A run token may only read its own run and report into it."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
         if not isinstance(request.auth, RunToken):
             return True
+        run_id = view.kwargs.get("run_id")
+        if run_id is not None:
+            check_run_scope(request.auth, run_id)  # another run does not exist, whatever the route
         if not getattr(view, "run_token_allowed", False):
             return False
-        check_run_scope(request.auth, view.kwargs.get("run_id"))
+        check_run_scope(request.auth, run_id)
         return True
 
 
 @dataclass(frozen=True, slots=True)
 class RunAccess:
     """What a bearer token may do to one run: the rate-limit bucket it draws on, and the run's
-    (status, finished_at) when its user may see the run (None: as if it did not exist)."""
+    (status, finished_at, may_write) when its user may see the run (None: as if it did not
+    exist); may_write is true for the run's own token and for members and admins of its team."""
 
     bucket: str
-    run: tuple[str, datetime | None] | None
+    run: tuple[str, datetime | None, bool] | None
 
 
 # resolve_bearer, check_run_scope and runs_visible_to(user).filter(id=run) in one statement
@@ -145,11 +153,11 @@ class RunAccess:
 # through the ORM they cost three planned queries and about 3 ms a request. The ingest route's
 # tests hold its answers equal to those of the ORM path, case by case.
 _USER_ACCESS = """
-SELECT t.id, t.last_used_at, r.status, r.finished_at
+SELECT t.id, t.last_used_at, r.status, r.finished_at, m.role
 FROM {token} t JOIN {user} u ON u.id = t.user_id
-LEFT JOIN {run} r ON r.id = %(run)s AND EXISTS (
-    SELECT FROM {project} p JOIN {membership} m ON m.team_id = p.team_id
-    WHERE p.id = r.project_id AND m.user_id = t.user_id)
+LEFT JOIN {run} r ON r.id = %(run)s
+LEFT JOIN {project} p ON p.id = r.project_id
+LEFT JOIN {membership} m ON m.team_id = p.team_id AND m.user_id = t.user_id
 WHERE t.digest = %(digest)s AND t.revoked_at IS NULL AND u.is_active
 """
 _RUN_ACCESS = """
@@ -186,9 +194,10 @@ def run_access(header: bytes, run_id: int) -> RunAccess:
             cur.execute(_sql(_USER_ACCESS), params)
             row = cur.fetchone()
             if row is not None:
-                token_id, last_used_at, status, finished_at = row
+                token_id, last_used_at, status, finished_at, role = row
                 _touch(token_id, last_used_at, now)
-                run = None if status is None or run_id > _MAX_ID else (status, finished_at)
+                visible = role is not None and run_id <= _MAX_ID
+                run = (status, finished_at, ROLE_RANK[Role(role)] >= ROLE_RANK[Role.MEMBER]) if visible else None
                 return RunAccess(ratelimit.token_bucket("tok", token_id), run)
         elif secret.startswith(RUN_TOKEN_PREFIX):
             params.update(terminal=sorted(status.value for status in TERMINAL), since=_ended_since(now))
@@ -198,5 +207,5 @@ def run_access(header: bytes, run_id: int) -> RunAccess:
                 token_id, token_run, status, finished_at = row
                 if token_run != run_id:
                     raise exceptions.NotFound("Run not found.")  # as check_run_scope
-                return RunAccess(ratelimit.token_bucket("run", token_id), (status, finished_at))
+                return RunAccess(ratelimit.token_bucket("run", token_id), (status, finished_at, True))
     raise _refused()

@@ -2,9 +2,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
+from controlplane.api import InputSerializer, max_length
 from controlplane.teams.models import ApiToken, Membership, Project, Role, Team
+
+USERNAME_MAX = max_length(get_user_model(), "username")
 
 
 class TeamRefSerializer(serializers.ModelSerializer[Team]):
@@ -26,9 +30,11 @@ class TeamSerializer(serializers.ModelSerializer[Team]):
         return membership.role if membership else None
 
 
-class TeamCreateSerializer(serializers.Serializer[None]):
-    name = serializers.CharField(max_length=200)
-    slug = serializers.SlugField(max_length=64, required=False, allow_blank=True)
+class TeamCreateSerializer(InputSerializer):
+    name = serializers.CharField(max_length=max_length(Team, "name"))
+    slug = serializers.SlugField(
+        max_length=max_length(Team, "slug"), required=False, allow_blank=True, help_text="Default: made from the name."
+    )
 
 
 class MemberSerializer(serializers.ModelSerializer[Membership]):
@@ -40,8 +46,8 @@ class MemberSerializer(serializers.ModelSerializer[Membership]):
         fields = ["user_id", "username", "role", "created_at"]
 
 
-class MemberSetSerializer(serializers.Serializer[None]):
-    username = serializers.CharField(max_length=150)
+class MemberSetSerializer(InputSerializer):
+    username = serializers.CharField(max_length=USERNAME_MAX)
     role = serializers.ChoiceField(choices=Role.choices)
 
 
@@ -53,9 +59,9 @@ class ProjectSerializer(serializers.ModelSerializer[Project]):
         fields = ["id", "name", "description", "team", "created_at"]
 
 
-class ProjectCreateSerializer(serializers.Serializer[None]):
-    team = serializers.SlugField(help_text="Team slug.")
-    name = serializers.CharField(max_length=200)
+class ProjectCreateSerializer(InputSerializer):
+    team = serializers.SlugField(max_length=max_length(Team, "slug"), help_text="Team slug.")
+    name = serializers.CharField(max_length=max_length(Project, "name"))
     description = serializers.CharField(required=False, allow_blank=True, default="")
 
 
@@ -65,10 +71,12 @@ class TokenSerializer(serializers.ModelSerializer[ApiToken]):
         fields = ["id", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
 
 
-class TokenCreateSerializer(serializers.Serializer[None]):
-    username = serializers.CharField(required=False, help_text="Needed unless you are already signed in.")
+class TokenCreateSerializer(InputSerializer):
+    username = serializers.CharField(
+        required=False, max_length=USERNAME_MAX, help_text="Needed unless you are already signed in."
+    )
     password = serializers.CharField(required=False, style={"input_type": "password"}, write_only=True)
-    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=100)
+    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=max_length(ApiToken, "name"))
 
 
 class TokenCreatedSerializer(serializers.Serializer[dict[str, Any]]):
@@ -87,6 +95,6 @@ class SessionSerializer(serializers.Serializer[None]):
     user = UserSerializer(allow_null=True)
 
 
-class LoginSerializer(serializers.Serializer[None]):
-    username = serializers.CharField()
+class LoginSerializer(InputSerializer):
+    username = serializers.CharField(max_length=USERNAME_MAX)
     password = serializers.CharField(style={"input_type": "password"}, write_only=True)

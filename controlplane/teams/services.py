@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from controlplane.api import ApiError
+from controlplane.api import ApiError, check_lengths, max_length
 from controlplane.teams.models import ApiToken, Membership, Project, Role, Team
 from controlplane.teams.selectors import has_role
 from controlplane.teams.tokens import USER_TOKEN_PREFIX, digest, new_secret
@@ -28,9 +28,15 @@ def token_revoke(*, user: Any, token_id: int) -> bool:
 
 @transaction.atomic
 def team_create(*, user: Any, name: str, slug: str = "") -> Team:
+    made = not slug
     slug = slug or slugify(name)
     if not slug:
         raise ApiError("A team needs a slug made of letters, digits, - or _.", fields={"slug": ["required"]})
+    limit = max_length(Team, "slug")
+    if made and len(slug) > limit:
+        message = f"the slug made from the name is {len(slug)} characters long, over {limit}; give a shorter slug"
+        raise ApiError(f"slug: {message}.", fields={"slug": [message]})
+    check_lengths(Team, {"slug": ("slug", slug), "name": ("name", name)})
     if Team.objects.filter(slug=slug).exists():
         raise ApiError(f"Team slug '{slug}' is taken.", code="conflict", fields={"slug": ["already exists"]})
     team = Team.objects.create(slug=slug, name=name or slug)
@@ -62,7 +68,9 @@ def membership_remove(*, actor: Any, team: Team, user_id: int) -> None:
     target.delete()
 
 
-def project_get_or_create(*, user: Any, team: Team, name: str) -> Project:
+def project_get_or_create(*, user: Any, team: Team, name: str, path: str = "name") -> Project:
+    """`path`: where the client sent the name (`project` when it came as "team/project")."""
+    check_lengths(Project, {"name": (path, name)})
     project = Project.objects.filter(team=team, name=name).first()
     if project is not None:
         return project

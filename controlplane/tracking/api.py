@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
@@ -74,11 +73,19 @@ def _run(request: Request, data: dict[str, Any]) -> Run:
 
 
 def _writable_run(request: Request, data: dict[str, Any]) -> Run:
-    """A run token writes into its own run; a person needs to be a member (not a viewer)."""
+    """A run token writes into its own run; a person needs to be a member (not a viewer). As in
+    MLflow, a deleted run takes nothing until it is restored."""
     run = _run(request, data)
     if not isinstance(request.auth, RunToken) and not has_role(request.user, run.project.team_id, Role.MEMBER):
         raise denied(f"Viewers cannot write to run {run.id}.")
+    check_active(run)
     return run
+
+
+def check_active(run: Run) -> None:
+    """MLflow's words for a write into a deleted run."""
+    if selectors.deleted_run_ids([run.id]):
+        raise invalid(f"The run {run.id} must be in the 'active' state. Current state is deleted.")
 
 
 def _check_metric_ingest(request: Request, run: Run) -> None:
@@ -130,7 +137,7 @@ class ExperimentCreateView(MlflowView):
             for i, item in enumerate(wire.items(data, "tags"))
         )
         # Barrel projects keep a description and no other experiment tags.
-        project = services.experiment_create(user=request.user, name=name, description=tags.get(services.NOTE_TAG, ""))
+        project = services.experiment_create(user=request.user, name=name, description=tags.get(selectors.NOTE_TAG, ""))
         return Response({"experiment_id": str(project.id)})
 
 
@@ -141,6 +148,29 @@ class ExperimentGetView(MlflowView):
             raise invalid("Missing value for required parameter 'experiment_id'.")
         project = selectors.experiment_by_id(user=request.user, experiment_id=experiment_id)
         return Response({"experiment": selectors.experiment_view(project)})
+
+
+class ExperimentSearchView(MlflowView):
+    def post(self, request: Request) -> Response:
+        data = wire.fields(request, lists=("order_by",))
+        order_by = data.get("order_by") or []
+        if not isinstance(order_by, list) or not all(isinstance(o, str) for o in order_by):
+            raise invalid("Parameter 'order_by' must be a list of strings.")
+        max_results = wire.optional_int64(data, "max_results", lo=1, hi=selectors.SEARCH_MAX_RESULTS)
+        experiments, token = selectors.experiments_search(
+            user=request.user,
+            view_type=wire.view_type(data, "view_type"),
+            filter_string=wire.string(data, "filter"),
+            order_by=order_by,
+            max_results=max_results or selectors.SEARCH_DEFAULT_RESULTS,
+            page_token=wire.string(data, "page_token"),
+        )
+        body: dict[str, Any] = {"experiments": [selectors.experiment_view(p) for p in experiments]}
+        if token:
+            body["next_page_token"] = token
+        return Response(body)
+
+    get = post
 
 
 class ExperimentGetByNameView(MlflowView):
@@ -210,11 +240,6 @@ class RunSearchView(MlflowView):
         if not isinstance(experiment_ids, list) or not isinstance(order_by, list):
             raise invalid("experiment_ids and order_by must be lists.")
         max_results = wire.optional_int64(data, "max_results", lo=1, hi=selectors.SEARCH_MAX_RESULTS)
-        view_type = str(data.get("run_view_type") or "ACTIVE_ONLY").upper()
-        if view_type not in ("ACTIVE_ONLY", "DELETED_ONLY", "ALL", "1", "2", "3"):
-            raise invalid(f"Invalid run_view_type {view_type!r}; use ACTIVE_ONLY, DELETED_ONLY or ALL.")
-        if view_type in ("DELETED_ONLY", "2"):
-            return Response({"runs": []})  # Barrel deletes runs for good; none is ever "deleted"
         runs, token = selectors.runs_search(
             user=request.user,
             experiment_ids=[str(e) for e in experiment_ids],
@@ -222,6 +247,7 @@ class RunSearchView(MlflowView):
             order_by=[str(o) for o in order_by],
             max_results=max_results or selectors.SEARCH_DEFAULT_RESULTS,
             page_token=wire.string(data, "page_token"),
+            view_type=wire.view_type(data, "run_view_type"),
         )
         body: dict[str, Any] = {"runs": selectors.run_views(runs)}
         if token:
@@ -229,6 +255,33 @@ class RunSearchView(MlflowView):
         return Response(body)
 
     get = post
+
+
+class RunLifecycleView(MlflowView):
+    """runs/delete and runs/restore. A run token reaches them so that another run's token
+    gets the same 404 as everywhere; its own run it may not delete."""
+
+    run_token_allowed = True
+
+    def change(self, *, user: Any, run: Run) -> None:
+        raise NotImplementedError
+
+    def post(self, request: Request) -> Response:
+        run = _run(request, wire.fields(request))
+        if isinstance(request.auth, RunToken):
+            raise denied("A run token cannot delete or restore its run; use a user token of a member of its team.")
+        self.change(user=request.user, run=run)
+        return Response({})
+
+
+class RunDeleteView(RunLifecycleView):
+    def change(self, *, user: Any, run: Run) -> None:
+        services.run_delete(user=user, run=run)
+
+
+class RunRestoreView(RunLifecycleView):
+    def change(self, *, user: Any, run: Run) -> None:
+        services.run_restore(user=user, run=run)
 
 
 class LogBatchView(RunWriteView):
@@ -271,6 +324,17 @@ class SetTagView(RunWriteView):
         return [], [], [wire.key_value(data, "", max_value=wire.MAX_TAG_VALUE_LEN)]
 
 
+class LoggedModelSearchView(MlflowView):
+    """logged-models/search. Barrel keeps no MLflow logged models (logged-models/create is not
+    served), so there are none to find; MLflow 3's client asks before it lists or downloads a
+    run's artifacts in a subdirectory (runs:/<run>/<dir>), in case <dir> names a model."""
+
+    run_token_allowed = True
+
+    def post(self, request: Request) -> Response:
+        return Response({"models": []})
+
+
 class MetricHistoryView(MlflowView):
     run_token_allowed = True
 
@@ -290,15 +354,24 @@ class MetricHistoryView(MlflowView):
         return Response(body)
 
 
-def endpoint_not_found(request: HttpRequest, path: str = "") -> JsonResponse:
-    """Any other MLflow endpoint (artifacts, model registry, traces...): a clear JSON answer
-    the client can show, instead of an HTML 404."""
-    return JsonResponse(
-        {
-            "error_code": ENDPOINT_NOT_FOUND,
-            "message": f"Barrel does not implement {request.method} {request.path}. It serves experiments "
-            "create/get/get-by-name, runs create/get/update/search/log-batch/log-metric/log-parameter/set-tag "
-            "and metrics/get-history.",
-        },
-        status=404,
-    )
+class EndpointNotFoundView(MlflowView):
+    """Any other path under /mlflow/ (model registry, traces, logged models...), with any
+    method: MLflow's JSON ENDPOINT_NOT_FOUND, which the client raises as an MlflowException.
+    A DRF view, so it is exempt from Django's CSRF check like every token-authenticated
+    endpoint (a plain Django view answered POSTs with the HTML CSRF page), and it authenticates
+    first: without a token the answer is 401, as everywhere else."""
+
+    run_token_allowed = True
+
+    def not_found(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        raise MlflowError(
+            ENDPOINT_NOT_FOUND,
+            f"Barrel does not implement {request.method} {request.path}. Under /mlflow/api/2.0/mlflow/ it "
+            "serves experiments create/get/get-by-name/search, runs create/get/update/search/delete/restore/"
+            "log-batch/log-metric/log-parameter/set-tag, metrics/get-history and logged-models/search (none "
+            "are kept); artifacts through "
+            "/mlflow/api/2.0/mlflow-artifacts/artifacts.",
+        )
+
+    get = post = put = patch = delete = head = not_found
+    options = not_found  # type: ignore[assignment]  # DRF's own answers 200 with metadata

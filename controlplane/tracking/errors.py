@@ -26,6 +26,7 @@ UNAUTHENTICATED = "UNAUTHENTICATED"
 REQUEST_LIMIT_EXCEEDED = "REQUEST_LIMIT_EXCEEDED"
 ENDPOINT_NOT_FOUND = "ENDPOINT_NOT_FOUND"
 MALFORMED_REQUEST = "MALFORMED_REQUEST"
+NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
 
 # mlflow/exceptions.py ERROR_CODE_TO_HTTP_STATUS; RESOURCE_ALREADY_EXISTS is 400 there, not 409.
 STATUS = {
@@ -38,6 +39,7 @@ STATUS = {
     ENDPOINT_NOT_FOUND: 404,
     RESOURCE_CONFLICT: 409,
     REQUEST_LIMIT_EXCEEDED: 429,
+    NOT_IMPLEMENTED: 501,
 }
 
 # Barrel's own errors (raised by shared services) in MLflow's terms, by HTTP status.
@@ -83,9 +85,11 @@ def to_mlflow(exc: Exception) -> MlflowError | None:
     if isinstance(exc, ApiError):
         status = int(exc.status_code)
         message = exc.message
-        if exc.fields:
-            message += " (" + "; ".join(f"{path}: {msgs[0]}" for path, msgs in exc.fields.items()) + ")"
-        return MlflowError(_CODE_FOR_STATUS.get(status, INVALID_PARAMETER_VALUE), message)
+        # The fields the message does not already name.
+        extra = [f"{path}: {msgs[0]}" for path, msgs in (exc.fields or {}).items() if msgs[0] not in message]
+        if extra:
+            message += " (" + "; ".join(extra) + ")"
+        return MlflowError(_CODE_FOR_STATUS.get(status, INVALID_PARAMETER_VALUE), message, status=status)
     if isinstance(exc, Http404):
         return not_found(str(exc) or "Not found.")
     if isinstance(exc, PermissionDenied):

@@ -8,6 +8,9 @@ characters outside [\\w.] are quoted with backticks or double quotes, as in MLfl
 is refused with a message naming it, never silently ignored.
 
 order_by: `attributes.start_time|end_time|run_name|status` and `metrics.k`, each ASC or DESC.
+
+Experiments (experiments/search) use the same grammar over fewer entities: `tags.k` and the
+attributes `name`, `creation_time`, `last_update_time`.
 """
 
 from __future__ import annotations
@@ -54,8 +57,38 @@ _PREFIXES = {
     "run": "attribute",
 }
 ATTRIBUTES = ("status", "run_name", "run_id", "start_time", "end_time")
+EXPERIMENT_ATTRIBUTES = ("name", "creation_time", "last_update_time")
 NUMERIC_OPS = {"=": "exact", "!=": "exact", "<": "lt", "<=": "lte", ">": "gt", ">=": "gte"}
 STRING_OPS = ("=", "!=", "LIKE", "ILIKE")
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """What one search may filter on: its entity kinds and attributes, and which attributes
+    compare as numbers (times in ms) or only with = and !=."""
+
+    kinds: frozenset[str]
+    attributes: tuple[str, ...]
+    numeric: frozenset[str]
+    exact: frozenset[str]
+
+    def entities(self) -> str:
+        names = [f"{kind}s.<key>" for kind in ("metric", "param", "tag") if kind in self.kinds]
+        return ", ".join([*names, f"attributes.<{'|'.join(self.attributes)}>"])
+
+
+RUNS = Grammar(
+    kinds=frozenset({"metric", "param", "tag", "attribute"}),
+    attributes=ATTRIBUTES,
+    numeric=frozenset({"start_time", "end_time"}),
+    exact=frozenset({"status", "run_id"}),
+)
+EXPERIMENTS = Grammar(
+    kinds=frozenset({"tag", "attribute"}),
+    attributes=EXPERIMENT_ATTRIBUTES,
+    numeric=frozenset({"creation_time", "last_update_time"}),
+    exact=frozenset(),
+)
 
 
 @dataclass(frozen=True)
@@ -82,31 +115,28 @@ def _tokens(text: str) -> list[Token]:
     return out
 
 
-def _identifier(token: Token) -> tuple[str, str]:
+def _identifier(token: Token, grammar: Grammar) -> tuple[str, str]:
     """(kind, key) of `metrics.x`, `tags."a b"` or a bare attribute name."""
     if token.kind == "word":
-        if token.text.lower() in ATTRIBUTES:
+        if token.text.lower() in grammar.attributes:
             return "attribute", token.text.lower()
-        raise invalid(
-            f"Unsupported identifier '{token.text}' in filter: use metrics.<key>, params.<key>, tags.<key> "
-            f"or attributes.<{'|'.join(ATTRIBUTES)}>."
-        )
+        raise invalid(f"Unsupported identifier '{token.text}' in filter: use {grammar.entities()}.")
     if token.text in ("(", ")"):
         raise invalid("Parentheses are not supported in filters; join clauses with AND.")
     if token.kind != "ident":
         raise invalid(f"Expected an identifier such as metrics.<key> in filter, got '{token.text}'.")
     prefix, key = token.text.split(".", 1)
     kind = _PREFIXES.get(prefix.lower())
-    if kind is None:
-        raise invalid(f"Unsupported entity '{prefix}' in filter: Barrel searches metrics, params, tags and attributes.")
+    if kind is None or kind not in grammar.kinds:
+        raise invalid(f"Unsupported entity '{prefix}' in filter: use {grammar.entities()}.")
     if key[:1] in '`"' and key[-1:] == key[:1] and len(key) >= 2:
         key = key[1:-1]
     if kind == "attribute":
         key = key.lower()
-        if key not in ATTRIBUTES:
+        if key not in grammar.attributes:
             raise invalid(
                 f"Unsupported attribute '{key}' in filter: Barrel supports "
-                f"attributes.{', attributes.'.join(ATTRIBUTES)}."
+                f"attributes.{', attributes.'.join(grammar.attributes)}."
             )
     return kind, key
 
@@ -116,14 +146,14 @@ def _string(token: Token) -> str:
     return text[1:-1].replace("''", "'") if text.startswith("'") else text[1:-1]
 
 
-def parse_filter(text: str | None) -> list[Clause]:
+def parse_filter(text: str | None, grammar: Grammar = RUNS) -> list[Clause]:
     if not text or not text.strip():
         return []
     tokens = _tokens(text)
     clauses: list[Clause] = []
     i = 0
     while i < len(tokens):
-        kind, key = _identifier(tokens[i])
+        kind, key = _identifier(tokens[i], grammar)
         if i + 1 >= len(tokens):
             raise invalid(f"Filter ends after '{tokens[i].text}': expected a comparison.")
         op_token = tokens[i + 1]
@@ -140,7 +170,7 @@ def parse_filter(text: str | None) -> list[Clause]:
             raise invalid(f"Filter ends after '{key} {op}': expected a value.")
         value_token = tokens[i]
         i += 1
-        clauses.append(_clause(kind, key, op, value_token))
+        clauses.append(_clause(kind, key, op, value_token, grammar))
         if i < len(tokens):
             joiner = tokens[i].text.upper()
             if joiner == "OR":
@@ -155,8 +185,8 @@ def parse_filter(text: str | None) -> list[Clause]:
     return clauses
 
 
-def _clause(kind: str, key: str, op: str, token: Token) -> Clause:
-    numeric = kind == "metric" or (kind == "attribute" and key in ("start_time", "end_time"))
+def _clause(kind: str, key: str, op: str, token: Token, grammar: Grammar) -> Clause:
+    numeric = kind == "metric" or (kind == "attribute" and key in grammar.numeric)
     if numeric:
         if op not in NUMERIC_OPS:
             raise invalid(f"Operator '{op}' does not apply to {kind}s; use =, !=, <, <=, > or >=.")
@@ -166,7 +196,7 @@ def _clause(kind: str, key: str, op: str, token: Token) -> Clause:
     if token.kind != "string":
         raise invalid(f"{kind}s.{key} compares with a quoted string, got {token.text}.")
     value = _string(token)
-    allowed = ("=", "!=") if (kind == "attribute" and key in ("status", "run_id")) else STRING_OPS
+    allowed = ("=", "!=") if (kind == "attribute" and key in grammar.exact) else STRING_OPS
     if op not in allowed:
         raise invalid(f"Operator '{op}' does not apply to {kind} '{key}'; use {', '.join(allowed)}.")
     if kind == "attribute" and key == "status":
@@ -180,7 +210,7 @@ def _like_regex(pattern: str) -> str:
     return "^" + "".join(parts) + "$"
 
 
-def _string_q(field: str, op: str, value: str) -> Q:
+def string_q(field: str, op: str, value: str) -> Q:
     if op == "LIKE":
         return Q(**{f"{field}__regex": _like_regex(value)})
     if op == "ILIKE":
@@ -189,7 +219,7 @@ def _string_q(field: str, op: str, value: str) -> Q:
     return ~q if op == "!=" else q
 
 
-def _numeric_q(field: str, op: str, value: Any) -> Q:
+def numeric_q(field: str, op: str, value: Any) -> Q:
     q = Q(**{f"{field}__{NUMERIC_OPS[op]}": value})
     # Like MLflow, a run without the value matches no comparison, != included.
     return Q(~q, **{f"{field}__isnull": False}) if op == "!=" else q
@@ -202,18 +232,18 @@ def latest_metric(key: str) -> Subquery:
     return Subquery(series.values("last_value")[:1])
 
 
-def _ms(value: float) -> datetime:
+def from_ms(value: float) -> datetime:
     return datetime.fromtimestamp(value / 1000, UTC)
 
 
 def apply_filter(runs: QuerySet[Run], clauses: list[Clause]) -> QuerySet[Run]:
     for n, c in enumerate(clauses):
         if c.kind == "metric":
-            runs = runs.annotate(**{f"_f{n}": latest_metric(c.key)}).filter(_numeric_q(f"_f{n}", c.op, c.value))
+            runs = runs.annotate(**{f"_f{n}": latest_metric(c.key)}).filter(numeric_q(f"_f{n}", c.op, c.value))
         elif c.kind in ("param", "tag"):
             model = RunParam if c.kind == "param" else RunTag
             assert isinstance(c.value, str)
-            rows = model.objects.filter(_string_q("value", c.op, c.value), run=OuterRef("pk"), key=c.key)
+            rows = model.objects.filter(string_q("value", c.op, c.value), run=OuterRef("pk"), key=c.key)
             runs = runs.filter(Exists(rows))
         elif c.key == "status":
             assert isinstance(c.value, str)
@@ -221,7 +251,7 @@ def apply_filter(runs: QuerySet[Run], clauses: list[Clause]) -> QuerySet[Run]:
             runs = runs.filter(~q if c.op == "!=" else q)
         elif c.key == "run_name":
             assert isinstance(c.value, str)
-            runs = runs.filter(_string_q("name", c.op, c.value))
+            runs = runs.filter(string_q("name", c.op, c.value))
         elif c.key == "run_id":
             assert isinstance(c.value, str)
             pk = object_id(c.value)
@@ -231,11 +261,23 @@ def apply_filter(runs: QuerySet[Run], clauses: list[Clause]) -> QuerySet[Run]:
             field = "_start" if c.key == "start_time" else "finished_at"
             if field == "_start":
                 runs = runs.annotate(_start=Coalesce("started_at", "created_at"))
-            runs = runs.filter(_numeric_q(field, c.op, _ms(float(c.value))))
+            runs = runs.filter(numeric_q(field, c.op, from_ms(float(c.value))))
     return runs
 
 
 _ORDER_FIELDS = {"start_time": "_start", "end_time": "finished_at", "run_name": "name", "status": "status"}
+
+
+def order_clause(text: str, grammar: Grammar) -> tuple[str, str, bool]:
+    """(kind, key, descending) of one order_by entry, `<identifier> [ASC|DESC]`."""
+    tokens = _tokens(text)
+    if not tokens or len(tokens) > 2:
+        raise invalid(f"Bad order_by '{text}': expected '<identifier> [ASC|DESC]'.")
+    kind, key = _identifier(tokens[0], grammar)
+    direction = tokens[1].text.upper() if len(tokens) == 2 else "ASC"
+    if direction not in ("ASC", "DESC"):
+        raise invalid(f"Bad order_by '{text}': the direction must be ASC or DESC.")
+    return kind, key, direction == "DESC"
 
 
 def apply_order(runs: QuerySet[Run], order_by: list[str]) -> QuerySet[Run]:
@@ -243,13 +285,7 @@ def apply_order(runs: QuerySet[Run], order_by: list[str]) -> QuerySet[Run]:
     runs = runs.annotate(_start=Coalesce("started_at", "created_at"))
     ordering: list[OrderBy] = []
     for n, text in enumerate(order_by):
-        tokens = _tokens(text)
-        if not tokens or len(tokens) > 2:
-            raise invalid(f"Bad order_by '{text}': expected '<identifier> [ASC|DESC]'.")
-        kind, key = _identifier(tokens[0])
-        direction = tokens[1].text.upper() if len(tokens) == 2 else "ASC"
-        if direction not in ("ASC", "DESC"):
-            raise invalid(f"Bad order_by '{text}': the direction must be ASC or DESC.")
+        kind, key, descending = order_clause(text, RUNS)
         if kind == "metric":
             runs = runs.annotate(**{f"_o{n}": latest_metric(key)})
             field = f"_o{n}"
@@ -261,7 +297,7 @@ def apply_order(runs: QuerySet[Run], order_by: list[str]) -> QuerySet[Run]:
                 f"attributes.{', attributes.'.join(_ORDER_FIELDS)}."
             )
         expr = F(field)
-        ordering.append(expr.desc(nulls_last=True) if direction == "DESC" else expr.asc(nulls_last=True))
+        ordering.append(expr.desc(nulls_last=True) if descending else expr.asc(nulls_last=True))
     if not ordering:
         ordering.append(F("_start").desc())
     return runs.order_by(*ordering, F("id").desc())

@@ -28,3 +28,13 @@ class RunTag(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="runtag_run_key_unique")]
+
+
+class RunDeletion(models.Model):
+    """A run deleted through MLflow's runs/delete. As in MLflow this is a soft delete: the run
+    shows lifecycle_stage "deleted", leaves searches and lists that show active runs, and keeps
+    all its data (metrics, params, tags, artifacts, checkpoints); runs/restore removes this row.
+    Its own table, so a run's row (owned by the runs app) is never rewritten for it."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="mlflow_deletion")
+    deleted_at = models.DateTimeField(auto_now_add=True)

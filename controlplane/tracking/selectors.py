@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import CharField, F, OuterRef, QuerySet, Subquery, Value
+from django.db.models.expressions import OrderBy
+from django.db.models.functions import Concat
 
 from controlplane.metrics.models import MetricPoint, MetricSeries
 from controlplane.runs.models import Run
@@ -23,13 +25,21 @@ from controlplane.teams.models import Project
 from controlplane.teams.selectors import projects_of
 from controlplane.tracking import filters, wire
 from controlplane.tracking.errors import invalid, not_found
-from controlplane.tracking.models import RunParam, RunTag
+from controlplane.tracking.models import RunDeletion, RunParam, RunTag
 from controlplane.tracking.status import TO_MLFLOW
 from workers.report.encoding import encode_value
 
 # MLflow rejects larger search pages (SEARCH_MAX_RESULTS_THRESHOLD).
 SEARCH_MAX_RESULTS = 50_000
 SEARCH_DEFAULT_RESULTS = 1_000
+# The one experiment tag Barrel keeps: the project's description.
+NOTE_TAG = "mlflow.note.content"
+# mlflow.entities.ViewType, by name; requests may carry the protobuf numbers 1, 2, 3 instead.
+ACTIVE_ONLY, DELETED_ONLY, ALL = "ACTIVE_ONLY", "DELETED_ONLY", "ALL"
+
+
+# The scheme of MLflow's proxied artifact URIs (`mlflow-artifacts:/<experiment>/<run>/artifacts`).
+ARTIFACTS_SCHEME = "mlflow-artifacts:"
 
 
 def ms(when: datetime | None) -> int | None:
@@ -78,16 +88,88 @@ def experiment_by_id(*, user: Any, experiment_id: str) -> Project:
 
 def experiment_view(project: Project) -> dict[str, Any]:
     created = ms(project.created_at)
-    tags = [{"key": "mlflow.note.content", "value": project.description}] if project.description else []
+    tags = [{"key": NOTE_TAG, "value": project.description}] if project.description else []
     return {
         "experiment_id": str(project.id),
         "name": experiment_name(project),
-        "artifact_location": "",
+        "artifact_location": f"{ARTIFACTS_SCHEME}/{project.id}",
         "lifecycle_stage": "active",
         "creation_time": created,
         "last_update_time": created,
         "tags": tags,
     }
+
+
+# Experiments order by these attributes (MLflow's SearchExperimentsUtils); the last update of
+# a project is its creation, as Barrel never renames one.
+_EXPERIMENT_ORDER = filters.Grammar(
+    kinds=frozenset({"attribute"}),
+    attributes=("name", "experiment_id", "creation_time", "last_update_time"),
+    numeric=frozenset(),
+    exact=frozenset(),
+)
+_EXPERIMENT_FIELDS = {
+    "name": "_name",
+    "experiment_id": "id",
+    "creation_time": "created_at",
+    "last_update_time": "created_at",
+}
+
+
+def _experiments_filtered(projects: QuerySet[Project], filter_string: str | None) -> QuerySet[Project]:
+    for clause in filters.parse_filter(filter_string, filters.EXPERIMENTS):
+        if clause.kind == "tag":
+            assert isinstance(clause.value, str)
+            if clause.key != NOTE_TAG:
+                projects = projects.none()  # no project has any other tag
+            else:
+                projects = projects.exclude(description="").filter(
+                    filters.string_q("description", clause.op, clause.value)
+                )
+        elif clause.key == "name":
+            assert isinstance(clause.value, str)
+            projects = projects.filter(filters.string_q("_name", clause.op, clause.value))
+        else:
+            when = filters.from_ms(float(clause.value))
+            projects = projects.filter(filters.numeric_q("created_at", clause.op, when))
+    return projects
+
+
+def experiments_search(
+    *,
+    user: Any,
+    view_type: str,
+    filter_string: str | None,
+    order_by: list[str],
+    max_results: int,
+    page_token: str | None,
+) -> tuple[list[Project], str | None]:
+    """A page of the caller's experiments and the next page's token. Names are compared
+    team-qualified (`lab/rl-math`), as experiments are named everywhere in the answers.
+    MLflow's default order: newest first, then by id."""
+    offset = _decode_token(page_token, "offset")
+    name = Concat("team__slug", Value("/"), "name", output_field=CharField())
+    projects = _experiments_filtered(projects_of(user).annotate(_name=name), filter_string)
+    if view_type == DELETED_ONLY:
+        projects = projects.none()  # Barrel never deletes an experiment
+    ordering: list[OrderBy] = []
+    for text in order_by:
+        _, key, descending = filters.order_clause(text, _EXPERIMENT_ORDER)
+        field = F(_EXPERIMENT_FIELDS[key])
+        ordering.append(field.desc() if descending else field.asc())
+    if not ordering:
+        ordering.append(F("created_at").desc())
+    return _page(
+        list(projects.order_by(*ordering, F("id").asc())[offset : offset + max_results + 1]), offset, max_results
+    )
+
+
+def _page(rows: list[Any], offset: int, max_results: int) -> tuple[list[Any], str | None]:
+    """One page of offset-based paging (as MLflow's own): the rows, and the next page's token
+    when the query found one row more than the page holds."""
+    if len(rows) > max_results:
+        return rows[:max_results], _encode_token("offset", offset + max_results)
+    return rows, None
 
 
 # ----------------------------------------------------------------------------- runs
@@ -105,7 +187,20 @@ def run_lookup(*, user: Any, run_id: str, token_run_id: int | None) -> Run:
     return run
 
 
-def run_info(run: Run) -> dict[str, Any]:
+def run_artifact_uri(run: Run) -> str:
+    """Where the run's artifacts are, in MLflow's proxied form: the client resolves it against
+    its tracking URI to <tracking URI>/api/2.0/mlflow-artifacts/artifacts/<experiment>/<run>/
+    artifacts (controlplane.tracking.artifacts serves that)."""
+    return f"{ARTIFACTS_SCHEME}/{run.project_id}/{run.id}/artifacts"
+
+
+def deleted_run_ids(run_ids: Iterable[int]) -> set[int]:
+    return set(RunDeletion.objects.filter(run_id__in=list(run_ids)).values_list("run_id", flat=True))
+
+
+def run_info(run: Run, *, deleted: bool | None = None) -> dict[str, Any]:
+    if deleted is None:
+        deleted = bool(deleted_run_ids([run.id]))
     info: dict[str, Any] = {
         "run_id": str(run.id),
         "run_uuid": str(run.id),
@@ -114,8 +209,8 @@ def run_info(run: Run) -> dict[str, Any]:
         "user_id": run.created_by.get_username(),
         "status": TO_MLFLOW[run.status],
         "start_time": ms(run.started_at or run.created_at),
-        "artifact_uri": "",
-        "lifecycle_stage": "active",
+        "artifact_uri": run_artifact_uri(run),
+        "lifecycle_stage": "deleted" if deleted else "active",
     }
     if run.finished_at is not None:
         info["end_time"] = ms(run.finished_at)
@@ -161,14 +256,15 @@ def _key_values(model: type[RunParam] | type[RunTag], run_ids: list[int]) -> dic
 
 
 def run_views(runs: list[Run]) -> list[dict[str, Any]]:
-    """Runs with their data, in three queries however many runs there are."""
+    """Runs with their data, in four queries however many runs there are."""
     ids = [run.id for run in runs]
     metrics = latest_metrics(ids)
     params = _key_values(RunParam, ids)
     tags = _key_values(RunTag, ids)
+    deleted = deleted_run_ids(ids)
     return [
         {
-            "info": run_info(run),
+            "info": run_info(run, deleted=run.id in deleted),
             "data": {
                 "metrics": [m.view() for m in metrics.get(run.id, [])],
                 "params": params.get(run.id, []),
@@ -204,20 +300,21 @@ def runs_search(
     order_by: list[str],
     max_results: int,
     page_token: str | None,
+    view_type: str = ACTIVE_ONLY,
 ) -> tuple[list[Run], str | None]:
-    """A page of runs and the token of the next one (offset-based, as MLflow's own is)."""
+    """A page of runs and the token of the next one (offset-based, as MLflow's own is).
+    Deleted runs (runs/delete) are in it only for DELETED_ONLY and ALL."""
     ids = {e: wire.object_id(e) for e in experiment_ids}
     bad = [e for e, pk in ids.items() if pk is None]
     if bad:
         raise invalid(f"experiment_ids must be experiment ids (digits); got {', '.join(map(repr, bad))}.")
     offset = _decode_token(page_token, "offset")
     runs = runs_visible_to(user).filter(project_id__in=[pk for pk in ids.values() if pk is not None])
+    if view_type != ALL:
+        runs = runs.filter(mlflow_deletion__isnull=view_type == ACTIVE_ONLY)
     runs = filters.apply_filter(runs, filters.parse_filter(filter_string))
     runs = filters.apply_order(runs, order_by)
-    page = list(runs[offset : offset + max_results + 1])
-    if len(page) > max_results:
-        return page[:max_results], _encode_token("offset", offset + max_results)
-    return page, None
+    return _page(list(runs[offset : offset + max_results + 1]), offset, max_results)
 
 
 def metric_history(*, run: Run, key: str, max_results: int, page_token: str | None) -> tuple[list[Any], str | None]:

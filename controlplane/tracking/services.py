@@ -18,12 +18,12 @@ from django.utils import timezone
 
 from controlplane.events import publish_on_commit
 from controlplane.metrics.services import Point, metrics_ingest
-from controlplane.runs.models import Run, RunStatus
+from controlplane.runs.models import TERMINAL, Run, RunStatus
 from controlplane.runs.services import run_event
 from controlplane.teams.models import Project, Role, Team
 from controlplane.teams.selectors import has_role
 from controlplane.tracking.errors import RESOURCE_ALREADY_EXISTS, MlflowError, denied, invalid
-from controlplane.tracking.models import RunParam, RunTag
+from controlplane.tracking.models import RunDeletion, RunParam, RunTag
 from controlplane.tracking.selectors import experiment_name, split_experiment_name
 from controlplane.tracking.status import FROM_MLFLOW
 
@@ -31,7 +31,6 @@ from controlplane.tracking.status import FROM_MLFLOW
 # reconciler (which walks attempts) never looks at it. The client that created it ends it.
 EXTERNAL_RECIPE = "external"
 RUN_NAME_TAG = "mlflow.runName"
-NOTE_TAG = "mlflow.note.content"
 # Where the status an MLflow client reports for a dispatched run is kept: the reconciler owns
 # that run's lifecycle, so the report is recorded, not applied.
 REPORTED_STATUS_TAG = "barrel.reported_status"
@@ -192,3 +191,29 @@ def run_log_batch(
     if run_tags_set(run=run, tags=tags):
         publish_on_commit(run.id, run_event(run))
     metrics_ingest(run_id=run.id, points=metrics)
+
+
+def _check_may_delete(*, user: Any, run: Run, action: str) -> None:
+    if not has_role(user, run.project.team_id, Role.MEMBER):
+        raise denied(f"Viewers cannot {action} run {run.id}.")
+
+
+def run_delete(*, user: Any, run: Run) -> None:
+    """runs/delete, MLflow's soft delete: the run leaves MLflow searches (ACTIVE_ONLY) and
+    Barrel's run list, and keeps all its data until runs/restore brings it back. Deleting again
+    is a no-op. A run Barrel is still running on Ray is refused: hiding a live job would leave
+    it holding the cluster out of sight, so it is cancelled first."""
+    _check_may_delete(user=user, run=run, action="delete")
+    if run.recipe != EXTERNAL_RECIPE and run.status not in TERMINAL:
+        raise invalid(
+            f"Run {run.id} is {run.status} on the cluster; cancel it first (POST /api/v1/runs/{run.id}/cancel "
+            "or `barrel cancel`), then delete it."
+        )
+    # ON CONFLICT DO NOTHING: two concurrent deletes both succeed, one row stays.
+    RunDeletion.objects.bulk_create([RunDeletion(run=run)], ignore_conflicts=True)
+
+
+def run_restore(*, user: Any, run: Run) -> None:
+    """runs/restore: a deleted run is active again; restoring an active run is a no-op."""
+    _check_may_delete(user=user, run=run, action="restore")
+    RunDeletion.objects.filter(run=run).delete()

@@ -8,7 +8,6 @@ and doubles may be the strings "NaN", "Infinity" and "-Infinity".
 
 from __future__ import annotations
 
-import json
 import math
 import posixpath
 import re
@@ -19,6 +18,8 @@ from typing import Any
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 
+from controlplane import inputs
+from controlplane.api import ApiError
 from controlplane.metrics.services import Point
 from controlplane.tracking.errors import invalid
 
@@ -45,9 +46,9 @@ class MlflowJSONParser(BaseParser):
         if not raw.strip():
             return {}
         try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise invalid(f"Request body is not valid JSON: {exc}") from None
+            body = inputs.loads(raw, allow_nan=True)  # NUL and depth refused (controlplane.inputs)
+        except ApiError as exc:
+            raise invalid(exc.message) from None
         if not isinstance(body, dict):
             raise invalid("Request body must be a JSON object.")
         return body
@@ -148,6 +149,22 @@ def identifier(data: Mapping[str, Any], name: str) -> str | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return string(data, name)
+
+
+# mlflow.entities.ViewType: its names, and the protobuf numbers JSON may carry instead.
+_VIEW_TYPES = {"ACTIVE_ONLY": "ACTIVE_ONLY", "DELETED_ONLY": "DELETED_ONLY", "ALL": "ALL"}
+_VIEW_TYPES.update({"1": "ACTIVE_ONLY", "2": "DELETED_ONLY", "3": "ALL"})
+
+
+def view_type(data: Mapping[str, Any], name: str) -> str:
+    """A ViewType field (`run_view_type`, `view_type`); absent means ACTIVE_ONLY."""
+    value = data.get(name)
+    if value is None or value == "":
+        return "ACTIVE_ONLY"
+    found = None if isinstance(value, bool) else _VIEW_TYPES.get(str(value).upper())
+    if found is None:
+        raise invalid(f"Invalid {name} {value!r}; use ACTIVE_ONLY, DELETED_ONLY or ALL.")
+    return found
 
 
 def run_id(data: Mapping[str, Any]) -> str:

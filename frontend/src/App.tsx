@@ -2,6 +2,7 @@ import { Route, Routes } from "react-router";
 
 import { Layout } from "./components/Layout";
 import { LoginPage } from "./pages/login/LoginPage";
+import { MlflowLinkPage } from "./pages/mlflow/MlflowLinkPage";
 import { RunPage } from "./pages/run/RunPage";
 import { RunsPage } from "./pages/runs/RunsPage";
 
@@ -13,6 +14,7 @@ export function App() {
   return (
     <Routes>
       <Route path="/login" element={<LoginPage />} />
+      <Route path="/mlflow" element={<MlflowLinkPage />} />
       <Route element={<Layout />}>
         <Route index element={<RunsPage />} />
         <Route path="runs/:id" element={<RunPage />} />

@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from controlplane.asgi import application
 from controlplane.metrics import ingest_route
 from controlplane.metrics.models import MetricPoint
+from controlplane.runs import services as run_services
 from controlplane.runs.models import Run, RunStatus, RunToken
 from controlplane.runs.services import transition
 from controlplane.teams.models import ApiToken
@@ -95,6 +96,10 @@ def test_good_batches_are_stored_and_answered_alike(run: Run, owner: Persona, se
         ({"values": []}, 400, "points"),
         (b"{not json", 400, None),
         (points(11), 413, None),
+        # A NUL anywhere, even in a field the parser ignores; JSON 100,000 deep (controlplane.inputs).
+        ({**points(1), "note": "a\x00b"}, 400, "note"),
+        (b"[" * 100_000 + b"]" * 100_000, 400, "body"),
+        (b'{"points": [{"key": "a", "step": %d, "value": 1}]}' % 2**70, 400, "points[0].step"),
     ],
 )
 def test_bad_batches_get_the_same_error(run: Run, settings: Any, served: list[int], body, status, field) -> None:
@@ -116,6 +121,8 @@ def test_tokens_runs_and_states_are_checked_alike(
     status, _, _ = both(path, points(1), "one two")
     assert status == 401
     assert both(path, points(1), outsider.token)[0] == 404
+    # A path id past bigint names no run: the URL itself does not match (IdConverter), and the
+    # route leaves it to Django's 404 as well.
     assert both(f"/api/v1/runs/{2**63}/metrics", points(1), owner.token)[0] == 404
     other = Run.objects.create(project=run.project, created_by=owner.user, recipe="smoke", config={})
     assert both(f"/api/v1/runs/{other.id}/metrics", points(1), run_token_for(run))[:2] == (
@@ -126,7 +133,7 @@ def test_tokens_runs_and_states_are_checked_alike(
     settings.METRICS_FINISHED_GRACE_S = 0
     status, error, _ = both(path, points(1), owner.token)
     assert status == 409 and error["error"] == "run_finished"
-    assert len(served) == 6
+    assert len(served) == 5  # all but the bigint-overflowing id
 
 
 def test_revoked_expired_and_inactive_credentials_are_refused_alike(
@@ -148,14 +155,22 @@ def test_revoked_expired_and_inactive_credentials_are_refused_alike(
     revoked = run_token_for(run)
     RunToken.objects.filter(digest=digest(revoked)).update(revoked_at=timezone.now())
     assert both(path, points(1, start=3), revoked)[:2] == refused
-    # A run token outlives its run by the grace period, and no longer.
+    # A run token outlives a run that succeeded by the grace period, and no longer.
     token = run_token_for(run)
-    transition(run.attempts.get().id, [RunStatus.QUEUED], RunStatus.CANCELLED)
+    attempt = run.attempts.get().id
+    transition(attempt, [RunStatus.QUEUED], RunStatus.RUNNING)
+    transition(attempt, [RunStatus.RUNNING], RunStatus.SUCCEEDED)
     settings.METRICS_FINISHED_GRACE_S = 3600
     assert both(path, points(1, start=4), token) == (200, {"accepted": 1}, {})
     settings.METRICS_FINISHED_GRACE_S = 0
     assert both(path, points(1, start=5), token)[:2] == refused
-    assert len(served) == 7
+    # An attempt that failed or was cancelled takes its tokens with it, grace period or not.
+    settings.METRICS_FINISHED_GRACE_S = 3600
+    failed = run_services.run_submit(user=owner.user, project=run.project_id, recipe="smoke", config={})
+    failed_token = run_token_for(failed)
+    transition(failed.attempts.get().id, [RunStatus.QUEUED], RunStatus.FAILED)
+    assert both(f"/api/v1/runs/{failed.id}/metrics", points(1), failed_token)[:2] == refused
+    assert len(served) == 8
     assert MetricPoint.objects.count() == 2
 
 

@@ -5,41 +5,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import httpx
 import mlflow
 import pytest
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param, RunTag, ViewType
 from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
+from rest_framework.test import APIClient
 
 from controlplane.metrics.models import MetricPoint
 from controlplane.runs import dispatch
 from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.teams.models import Project
-from controlplane.tracking.models import RunParam
+from controlplane.tracking.models import RunDeletion, RunParam
 from tests.conftest import Persona, run_token_for
-
-UseToken = Callable[[str], MlflowClient]
-
-
-@pytest.fixture
-def server(live_url: str, monkeypatch) -> str:
-    """The live server, with the mlflow client set to fail fast against it: a 429 or 500 must
-    fail the test now, not after minutes of the client's backoff."""
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    monkeypatch.setenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-    return live_url
-
-
-@pytest.fixture
-def use_token(server: str, monkeypatch) -> UseToken:
-    """A client that sends `token`: the mlflow client reads MLFLOW_TRACKING_TOKEN per request."""
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"{server}/mlflow")
-
-    def use(token: str) -> MlflowClient:
-        monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", token)
-        return MlflowClient()
-
-    return use
+from tests.controlplane.conftest import UseToken
 
 
 def error_code(call: Callable[[], object]) -> tuple[str, str]:
@@ -216,3 +195,148 @@ def test_a_dispatched_job_logs_through_mlflow_with_the_environment_it_is_given(
     assert run.mlflow_tags.get(key="barrel.reported_status").value == "FINISHED"
     assert MetricPoint.objects.filter(series__run=run).count() == 10
     assert dict(run.mlflow_params.values_list("key", "value")) == {"actor/lr": "1e-06", "data/batch": "64"}
+
+
+def test_endpoints_barrel_does_not_serve_answer_mlflow_json_for_every_method(
+    use_token: UseToken, server: str, owner: Persona, project: Project
+):
+    """They answered POSTs with Django's HTML CSRF page, which the client cannot read."""
+    client = use_token(owner.token)
+    run_id = client.create_run(str(project.id)).info.run_id
+    for call in (
+        lambda: client.set_experiment_tag(str(project.id), "k", "v"),
+        lambda: client.delete_tag(run_id, "k"),
+        lambda: client.delete_experiment(str(project.id)),
+    ):
+        code, message = error_code(call)
+        assert code == "ENDPOINT_NOT_FOUND" and "Barrel does not implement POST" in message
+
+    bearer = {"Authorization": f"Bearer {owner.token}"}
+    unknown = f"{server}/mlflow/api/2.0/mlflow/runs/log-inputs"
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
+        answer = httpx.request(method, unknown, headers=bearer, json={"run_id": run_id})
+        assert (answer.status_code, answer.json()["error_code"]) == (404, "ENDPOINT_NOT_FOUND"), method
+    anonymous = httpx.post(unknown, json={})
+    assert (anonymous.status_code, anonymous.json()["error_code"]) == (401, "UNAUTHENTICATED")
+    # A served endpoint asked with a method it does not take: JSON too.
+    wrong_method = httpx.get(f"{server}/mlflow/api/2.0/mlflow/runs/log-batch", headers=bearer)
+    assert (wrong_method.status_code, wrong_method.json()["error_code"]) == (405, "INVALID_PARAMETER_VALUE")
+
+
+def test_search_experiments_filters_orders_and_pages(use_token: UseToken, owner: Persona, viewer: Persona, project):
+    client = use_token(owner.token)
+    made = [client.create_experiment(f"lab/sweep-{i}") for i in range(5)]
+    noted = client.create_experiment("lab/noted", tags={"mlflow.note.content": "the baseline"})
+
+    def names(**kwargs) -> list[str]:
+        return [e.name for e in client.search_experiments(**kwargs)]
+
+    # Newest first, then by id (MLflow's default); the project of the fixture is the oldest.
+    assert names() == ["lab/noted", *[f"lab/sweep-{i}" for i in reversed(range(5))], "lab/default"]
+    assert names(filter_string="name = 'lab/sweep-3'") == ["lab/sweep-3"]
+    assert names(filter_string="name LIKE 'lab/sweep-%' AND name != 'lab/sweep-0'", order_by=["name"]) == [
+        f"lab/sweep-{i}" for i in range(1, 5)
+    ]
+    assert names(filter_string="attributes.name ILIKE '%NOTED'") == ["lab/noted"]
+    assert names(filter_string="tags.`mlflow.note.content` LIKE '%baseline'") == ["lab/noted"]
+    assert names(filter_string="tags.group = 'a'") == []  # no experiment has that tag
+    created = client.get_experiment(made[2]).creation_time
+    assert set(names(filter_string=f"creation_time >= {created}")) >= {"lab/sweep-2", "lab/noted"}
+    assert names(order_by=["experiment_id DESC"])[0] == "lab/noted"
+    assert names(view_type=ViewType.DELETED_ONLY) == []  # Barrel never deletes an experiment
+    assert len(names(view_type=ViewType.ALL)) == 7
+
+    pages, token = [], None
+    while True:
+        page = client.search_experiments(max_results=3, page_token=token, order_by=["name ASC"])
+        pages.append([e.name for e in page])
+        token = page.token
+        if not token:
+            break
+    assert [len(p) for p in pages] == [3, 3, 1]
+    assert [name for page in pages for name in page] == sorted(names())
+    found = client.search_experiments(filter_string="name = 'lab/noted'")[0]
+    assert (found.experiment_id, found.tags["mlflow.note.content"]) == (noted, "the baseline")
+    assert found.artifact_location == f"mlflow-artifacts:/{noted}"
+    # The fluent API pages through everything the caller may see.
+    assert len(mlflow.search_experiments()) == 7
+
+    code, message = error_code(lambda: client.search_experiments(filter_string="metrics.x > 1"))
+    assert code == "INVALID_PARAMETER_VALUE" and "tags.<key>" in message
+    code, message = error_code(lambda: client.search_experiments(order_by=["run_name"]))
+    assert code == "INVALID_PARAMETER_VALUE" and "run_name" in message
+    reader = use_token(viewer.token)
+    assert [e.name for e in reader.search_experiments(filter_string="name = 'lab/noted'")] == ["lab/noted"]
+
+
+def test_a_deleted_run_leaves_active_searches_and_comes_back_when_restored(
+    use_token: UseToken, owner: Persona, viewer: Persona, project: Project
+):
+    client = use_token(owner.token)
+    kept, gone = (client.create_run(str(project.id), run_name=n).info.run_id for n in ("kept", "gone"))
+    client.log_metric(gone, "reward/mean", 0.5, step=1)
+    client.log_param(gone, "lr", "0.1")
+
+    def search(view: int = ViewType.ACTIVE_ONLY) -> list[str]:
+        return sorted(r.info.run_id for r in client.search_runs([str(project.id)], run_view_type=view))
+
+    assert error_code(lambda: use_token(viewer.token).delete_run(gone))[0] == "PERMISSION_DENIED"
+    client = use_token(owner.token)  # the client reads its token from the environment
+    client.delete_run(gone)
+    client.delete_run(gone)  # again: nothing changes
+    assert search() == [kept]
+    assert search(ViewType.DELETED_ONLY) == [gone]
+    assert search(ViewType.ALL) == sorted([kept, gone])
+    fetched = client.get_run(gone)
+    assert fetched.info.lifecycle_stage == "deleted"
+    assert (fetched.data.metrics, fetched.data.params) == ({"reward/mean": 0.5}, {"lr": "0.1"})  # data kept
+    code, message = error_code(lambda: client.log_metric(gone, "reward/mean", 0.7, step=2))
+    assert code == "INVALID_PARAMETER_VALUE" and "must be in the 'active' state" in message
+    # Barrel's run list hides it too; its page stays reachable.
+    listed = owner.client.get("/api/v1/runs").json()["results"]
+    assert [r["id"] for r in listed] == [int(kept)]
+    assert owner.client.get(f"/api/v1/runs/{gone}").status_code == 200
+
+    client.restore_run(gone)
+    assert search() == sorted([kept, gone])
+    assert client.get_run(gone).info.lifecycle_stage == "active"
+    client.log_metric(gone, "reward/mean", 0.7, step=2)
+    assert len(owner.client.get("/api/v1/runs").json()["results"]) == 2
+
+
+def test_a_run_still_on_the_cluster_is_cancelled_before_it_is_deleted(
+    use_token: UseToken, owner: Persona, project: Project
+):
+    run = dispatched_run(project, owner)
+    code, message = error_code(lambda: use_token(owner.token).delete_run(str(run.id)))
+    assert code == "INVALID_PARAMETER_VALUE" and "cancel it first" in message
+    # Its own token may not delete it; another run's token does not find it.
+    assert error_code(lambda: use_token(run_token_for(run)).delete_run(str(run.id)))[0] == "PERMISSION_DENIED"
+    other = dispatched_run(project, owner)
+    assert error_code(lambda: use_token(run_token_for(other)).delete_run(str(run.id)))[0] == ("RESOURCE_DOES_NOT_EXIST")
+    Run.objects.filter(id=run.id).update(status=RunStatus.FAILED)
+    use_token(owner.token).delete_run(str(run.id))
+    assert RunDeletion.objects.filter(run=run).exists()
+
+
+def test_an_external_runs_params_come_with_its_details(use_token: UseToken, owner: Persona, project: Project):
+    """They were stored, but the run's page had only its (empty) config to show."""
+    client = use_token(owner.token)
+    run_id = client.create_run(str(project.id)).info.run_id
+    client.log_batch(run_id, params=[Param("trainer/lr", "1e-06"), Param("data/batch", "64")])
+    detail = owner.client.get(f"/api/v1/runs/{run_id}").json()
+    assert (detail["recipe"], detail["config"]) == ("external", {})
+    assert detail["params"] == {"data/batch": "64", "trainer/lr": "1e-06"}
+
+
+def test_the_links_the_client_prints_open_the_dashboard(owner: Persona, settings, tmp_path):
+    """`<tracking URI>/#/experiments/3/runs/9` was a 404: the fragment never reaches the server,
+    so /mlflow/ answers the dashboard, whose /mlflow/ route reads the fragment."""
+    (tmp_path / "index.html").write_text("<div id='root'></div>")
+    settings.FRONTEND_DIST = tmp_path
+    page = APIClient().get("/mlflow/")
+    assert page.status_code == 200 and page["Content-Type"] == "text/html"
+    assert page.getvalue() == b"<div id='root'></div>"
+    # Any other method is the API's: JSON, not a CSRF page.
+    assert APIClient().post("/mlflow/").json()["error_code"] == "UNAUTHENTICATED"
+    assert owner.client.post("/mlflow/").json()["error_code"] == "ENDPOINT_NOT_FOUND"

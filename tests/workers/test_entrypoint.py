@@ -91,3 +91,55 @@ def test_the_environment_report_has_what_the_api_expects() -> None:
     assert report["seeds"] == {"seed": 7}
     assert "httpx" in {name.lower() for name in report["packages"]}
     assert report["python"].startswith("3.")
+
+
+# A parent that starts a driver-like child (in a session of its own, as Ray starts jobs, so a
+# signal to the parent's group does not reach it), prints its pid, then waits to be killed.
+PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+CHILD = """
+import signal, time
+from workers import entrypoint
+signal.signal(signal.SIGTERM, entrypoint._on_sigterm)
+entrypoint.exit_with_parent(poll_s=0.05)
+print("watching", flush=True)
+time.sleep(120)
+"""
+
+
+def test_the_driver_stops_when_its_parent_dies() -> None:
+    import os
+    import signal
+    import sys
+    import time
+
+    import psutil
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, CHILD],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(entrypoint.__file__).parents[1],
+    )
+    child: psutil.Process | None = None
+    try:
+        assert parent.stdout is not None
+        child = psutil.Process(int(parent.stdout.readline()))
+        assert parent.stdout.readline().strip() == "watching"  # the child shares the parent's stdout
+        assert child.ppid() == parent.pid
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while child.is_running() and child.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # A zombie has exited; reaping it is its new parent's business.
+        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, "the child outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if child is not None and child.is_running():
+            child.kill()  # reparented: not among this process' children any more

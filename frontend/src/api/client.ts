@@ -127,3 +127,21 @@ export function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
   return String(error);
 }
+
+/** The URL of a run's artifact file: for <img src>, download links and fetchText. */
+export function artifactUrl(runId: number, path: string): string {
+  return `${API_BASE}/runs/${runId}/artifacts/download${buildQuery({ path })}`;
+}
+
+/** A GET whose answer is text, not JSON (an artifact shown inline); errors as apiRequest's. */
+export async function fetchText(url: string, signal?: AbortSignal): Promise<string> {
+  let response: Response;
+  try {
+    response = await fetch(url, { credentials: "same-origin", signal: signal ?? null });
+  } catch (error) {
+    if (error instanceof DOMException && error.name === "AbortError") throw error;
+    throw new ApiError(0, "network_error", "Cannot reach the Barrel server. Check your connection and retry.");
+  }
+  if (!response.ok) throw await errorFromResponse(response);
+  return response.text();
+}

@@ -12,11 +12,12 @@ import {
   type QueryClient,
 } from "@tanstack/react-query";
 
-import { apiRequest } from "./client";
+import { apiRequest, artifactUrl, fetchText } from "./client";
 import { applyLatePoints, chunkKeys, emptySeries, liveBufferFor, seriesFromWire, type SeriesByKey } from "./metrics";
 import { queryKeys } from "./queryKeys";
 import {
   isTerminal,
+  type ArtifactList,
   type LoginRequest,
   type MetricKeysResponse,
   type MetricsResponse,
@@ -142,6 +143,29 @@ export function useCheckpoints(runId: number) {
     queryFn: ({ signal }) => apiRequest<Checkpoint[]>(`/runs/${runId}/checkpoints`, { signal }),
     // "checkpoint.registered" events invalidate this entry.
     staleTime: Number.POSITIVE_INFINITY,
+  });
+}
+
+// ---------------------------------------------------------------- artifacts
+
+/** One directory of a run's artifacts. No event announces a new artifact: a short staleness,
+ * and a refetch when the window regains focus, keep it fresh enough. */
+export function useArtifacts(runId: number, path: string) {
+  return useQuery({
+    queryKey: queryKeys.artifacts(runId, path),
+    queryFn: ({ signal }) => apiRequest<ArtifactList>(`/runs/${runId}/artifacts`, { query: { path }, signal }),
+    staleTime: 15_000,
+    placeholderData: keepPreviousData,
+  });
+}
+
+/** A text or JSON artifact's content, for showing it inline. */
+export function useArtifactText(runId: number, path: string, size: number | null, enabled: boolean) {
+  return useQuery({
+    queryKey: queryKeys.artifactText(runId, path, size),
+    queryFn: ({ signal }) => fetchText(artifactUrl(runId, path), signal),
+    staleTime: Number.POSITIVE_INFINITY,
+    enabled,
   });
 }
 

@@ -14,4 +14,8 @@ export const queryKeys = {
   metricSeries: (runId: number) => ["run", runId, "metric-series"] as const,
   samples: (runId: number) => ["run", runId, "samples"] as const,
   checkpoints: (runId: number) => ["run", runId, "checkpoints"] as const,
+  artifacts: (runId: number, path: string) => ["run", runId, "artifacts", path] as const,
+  /** Keyed by size too: an artifact logged again under its path is fetched anew. */
+  artifactText: (runId: number, path: string, size: number | null) =>
+    ["run", runId, "artifact-text", path, size] as const,
 };

@@ -182,6 +182,8 @@ export interface Checkpoint {
 
 export interface RunDetail extends RunSummary {
   config: Record<string, unknown>;
+  /** Params logged through the MLflow API, by key: an external run's whole configuration. */
+  params: Record<string, string>;
   log_tail: string;
   attempts: Attempt[];
 }
@@ -203,6 +205,26 @@ export interface RunCreateRequest {
   recipe: string;
   config: Record<string, unknown>;
   tags?: string[];
+}
+
+// ---------------------------------------------------------------- artifacts
+
+/** One entry of GET /api/v1/runs/{id}/artifacts. */
+export interface ArtifactEntry {
+  /** Relative to the run's artifact root; pass it back as `path`. */
+  path: string;
+  name: string;
+  is_dir: boolean;
+  /** Bytes; null for a directory. */
+  size: number | null;
+}
+
+export interface ArtifactList {
+  /** The directory listed; "" for the root. */
+  path: string;
+  files: ArtifactEntry[];
+  /** The directory has more entries than one answer lists. */
+  truncated: boolean;
 }
 
 // ---------------------------------------------------------------- metrics

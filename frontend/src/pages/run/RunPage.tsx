@@ -7,7 +7,9 @@ import { ErrorBox } from "../../components/ErrorBox";
 import { StatusBadge } from "../../components/StatusBadge";
 import { useNow } from "../../components/useNow";
 import { formatDateTime, formatDuration, runDurationMs } from "../../format";
+import { ArtifactsPanel } from "./ArtifactsPanel";
 import { groupByNamespace } from "./charts";
+import { ConfigPanel } from "./ConfigPanel";
 import { MetricChart } from "./MetricChart";
 import { CheckpointsPanel, SamplesPanel } from "./RolloutPanels";
 import { useRunLive, type LiveState } from "./useRunLive";
@@ -45,13 +47,9 @@ function RunView({ runId }: { runId: number }) {
       <CheckpointsPanel run={run.data} />
       <Charts runId={runId} />
       <SamplesPanel runId={runId} />
+      <ArtifactsPanel runId={runId} />
       <Attempts runId={runId} attempts={run.data.attempts} />
-      <details className="panel">
-        <summary>Config</summary>
-        <pre className="code-block" data-testid="run-config">
-          {JSON.stringify(run.data.config, null, 2)}
-        </pre>
-      </details>
+      <ConfigPanel run={run.data} />
     </article>
   );
 }

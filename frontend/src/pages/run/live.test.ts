@@ -24,7 +24,7 @@ function summary(id: number, status: RunSummary["status"]): RunSummary {
 }
 
 function detail(id: number, status: RunSummary["status"]): RunDetail {
-  return { ...summary(id, status), config: { steps: 3 }, log_tail: "", attempts: [] };
+  return { ...summary(id, status), config: { steps: 3 }, params: {}, log_tail: "", attempts: [] };
 }
 
 function client(): QueryClient {

@@ -64,6 +64,14 @@ export function RunsPage() {
               data-testid="filter-name"
             />
           </label>
+          {filters.project ? (
+            <span className="tag">
+              project {filters.project}{" "}
+              <button type="button" className="link-button" onClick={() => update({ project: undefined })}>
+                ×
+              </button>
+            </span>
+          ) : null}
           {runs.isFetching ? <span className="muted small">updating…</span> : null}
         </div>
       </div>

@@ -23,6 +23,14 @@ describe("runs filters", () => {
     expect(listParams({ status: null, name: "", page: 0 }, 50)).toEqual({ limit: 50, offset: 0 });
   });
 
+  it("keeps a project from the URL (where an MLflow experiment link leads)", () => {
+    const filters = filtersFromSearch(new URLSearchParams("project=3"));
+    expect(filters).toEqual({ status: null, name: "", page: 0, project: 3 });
+    expect(filtersToSearch(filters).toString()).toBe("project=3");
+    expect(listParams(filters, 50)).toEqual({ project: 3, limit: 50, offset: 0 });
+    expect(filtersFromSearch(new URLSearchParams("project=x")).project).toBeUndefined();
+  });
+
   it("labels pages", () => {
     expect(pageLabel(1, 50, 50, 230)).toBe("51–100 of 230");
     expect(pageLabel(0, 50, 0, 0)).toBe("0 runs");

@@ -8,6 +8,8 @@ export interface RunsFilters {
   name: string;
   /** Zero-based page. */
   page: number;
+  /** Only this project's runs (an MLflow experiment link leads here). */
+  project?: number;
 }
 
 export function isRunStatus(value: string | null): value is RunStatus {
@@ -17,10 +19,12 @@ export function isRunStatus(value: string | null): value is RunStatus {
 export function filtersFromSearch(search: URLSearchParams): RunsFilters {
   const status = search.get("status");
   const page = Number.parseInt(search.get("page") ?? "", 10);
+  const project = Number(search.get("project") ?? "");
   return {
     status: isRunStatus(status) ? status : null,
     name: search.get("name") ?? "",
     page: Number.isFinite(page) && page > 0 ? page : 0,
+    ...(Number.isInteger(project) && project > 0 ? { project } : {}),
   };
 }
 
@@ -29,6 +33,7 @@ export function filtersToSearch(filters: RunsFilters): URLSearchParams {
   if (filters.status) search.set("status", filters.status);
   if (filters.name.trim()) search.set("name", filters.name.trim());
   if (filters.page > 0) search.set("page", String(filters.page));
+  if (filters.project) search.set("project", String(filters.project));
   return search;
 }
 
@@ -37,6 +42,7 @@ export function listParams(filters: RunsFilters, pageSize = PAGE_SIZE): RunListP
   if (filters.status) params.status = filters.status;
   const name = filters.name.trim();
   if (name) params.name = name;
+  if (filters.project) params.project = filters.project;
   return params;
 }
 
