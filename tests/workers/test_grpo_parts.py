@@ -62,7 +62,7 @@ def test_arithmetic_splits_are_disjoint_and_rewards_are_exact():
     assert correct(prompt, Completion(prompt.answer, truncated=True), ctx) == 0.0
     assert fmt(prompt, Completion("12", truncated=False), ctx) == 1.0
     assert fmt(prompt, Completion("1+2", truncated=False), ctx) == 0.0
-    with pytest.raises(ValueError, match="distinct problems"):
+    with pytest.raises(ValueError, match="room for only 79 warm-start and RL problems"):
         ArithmeticTask(digits=1, train_size=100, held_out_size=10)
 
 
