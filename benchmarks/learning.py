@@ -1,13 +1,18 @@
-"""Does the reference workload learn? GRPO on CPU, from a supervised warm start, side by side
+"""Does the reference workload learn, and does the demo keep its promise? The demo's own GRPO
+config (``controlplane.devstack.demo_run``), run over several seeds on a local Ray, side by side
 with the same RL from the random initialisation (the baseline that stalls).
 
-    python -m benchmarks.learning                 # seeds 1 2, 400 steps each, ~1 min per run
-    python -m benchmarks.learning --steps 800 --seeds 1 2 3
+    python -m benchmarks.learning                          # demo config, seeds 1 2 3, baseline seed 1
+    python -m benchmarks.learning --seeds 1 2 3 4 5 --baseline-seeds
+    python -m benchmarks.learning --steps 200              # the demo's config, shorter
 
-It runs the recipe's driver against a local Ray (no control plane: this measures the workload),
-and prints, per arm and seed, the greedy-accuracy curve on the RL prompts (never seen by the warm
-start) and on held-out prompts (never trained on), the wall time, tokens/s and the step-time
-breakdown (medians over steps).
+It runs the recipe's driver without the control plane (this measures the workload) and prints,
+per arm and seed, greedy accuracy on the RL prompts (never seen by the warm start) and on the
+held-out prompts (never trained on, nor their commuted twins): after the warm start, at its peak
+and at the end, each with its count and a 95% Wilson interval over the problems scored; the
+first eval step at which RL-prompt accuracy reaches the figure the README promises; wall time,
+tokens/s and the step-time breakdown (medians over steps). Seeds run one after another: on a
+shared two-core machine a second run at the same time would only slow both.
 """
 
 from __future__ import annotations
@@ -18,13 +23,23 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import ray
+from scipy.stats import binomtest
 
+from controlplane.devstack import demo_run
 from workers.context import RunContext
 from workers.recipes.grpo.config import GRPOConfig
-from workers.recipes.grpo.run import GRPORun
+from workers.recipes.grpo.run import GRPORun, eval_sets
+
+# What README.md and demo_run()'s docstring promise: greedy accuracy on the RL prompts reaches
+# this within the demo's first PROMISED_WITHIN RL steps.
+PROMISED_KEY = "eval/rl_prompts/correct"
+PROMISED_ACCURACY = 0.5
+PROMISED_WITHIN = 300
 
 
 class CollectingReporter:
@@ -44,21 +59,60 @@ class CollectingReporter:
         pass
 
 
-def config(steps: int, seed: int, warm_start: bool, checkpoint_dir: str) -> GRPOConfig:
-    return GRPOConfig.model_validate(
-        {
-            "steps": steps,
-            "seed": seed,
-            "task": {"digits": 1, "train_size": 60, "held_out_size": 10, "warm_start_size": 30},
-            "warm_start": {"steps": 100 if warm_start else 0},
-            "eval": {"every": 50},
-            "samples_per_step": 0,
-            "checkpoint": {"dir": checkpoint_dir},
-        }
-    )
+def demo_config(seed: int, checkpoint_dir: str, *, steps: int | None = None, warm_start: bool = True) -> GRPOConfig:
+    """The demo run's config as ``make demo`` submits it, with this seed (and step count)."""
+    raw = demo_run(Path(checkpoint_dir))["config"]
+    raw = {**raw, "seed": seed, "samples_per_step": 0, "checkpoint": {"dir": checkpoint_dir}}
+    if steps is not None:
+        raw["steps"] = steps
+    if not warm_start:
+        raw["warm_start"] = {**raw.get("warm_start", {}), "steps": 0}
+    return GRPOConfig.model_validate(raw)
 
 
-def run_one(cfg: GRPOConfig) -> tuple[CollectingReporter, float]:
+@dataclass(frozen=True)
+class Accuracy:
+    """``correct`` of ``n`` problems, with its 95% Wilson interval."""
+
+    correct: int
+    n: int
+
+    @classmethod
+    def of(cls, mean: float, n: int) -> Accuracy:
+        # The recipe reports the mean of 0/1 scores over n problems: the count is exact.
+        return cls(round(mean * n), n)
+
+    @property
+    def value(self) -> float:
+        return self.correct / self.n
+
+    def interval(self) -> tuple[float, float]:
+        ci = binomtest(self.correct, self.n).proportion_ci(confidence_level=0.95, method="wilson")
+        return float(ci.low), float(ci.high)
+
+    def __str__(self) -> str:
+        low, high = self.interval()
+        return f"{self.value:.3f} [{low:.3f}, {high:.3f}] ({self.correct}/{self.n})"
+
+
+@dataclass
+class Result:
+    arm: str
+    seed: int
+    points: dict[str, dict[int, float]]
+    eval_sizes: dict[str, int]
+    wall_s: float
+
+    def accuracy(self, name: str, step: int) -> Accuracy:
+        return Accuracy.of(self.points[f"eval/{name}/correct"][step], self.eval_sizes[name])
+
+    def crossing(self) -> int | None:
+        """The first eval step at which the promised figure is reached."""
+        curve = self.points[PROMISED_KEY]
+        return next((s for s in sorted(curve) if curve[s] >= PROMISED_ACCURACY), None)
+
+
+def run_one(arm: str, cfg: GRPOConfig) -> Result:
     reporter = CollectingReporter()
     ctx = RunContext(
         run_id=f"bench-{cfg.seed}-{cfg.warm_start.steps}",
@@ -68,64 +122,110 @@ def run_one(cfg: GRPOConfig) -> tuple[CollectingReporter, float]:
         logger=logging.getLogger("benchmarks.learning"),
     )
     started = time.perf_counter()
-    GRPORun(cfg, ctx).run()
-    return reporter, time.perf_counter() - started
+    run = GRPORun(cfg, ctx)
+    run.run()
+    sizes = {name: len(prompts) for name, prompts in eval_sets(run.task).items()}
+    return Result(arm, cast(int, cfg.seed), reporter.points, sizes, time.perf_counter() - started)
 
 
 def median(points: dict[int, float]) -> float:
     return statistics.median(points.values()) if points else float("nan")
 
 
+def report(result: Result, steps: int) -> None:
+    points = result.points
+    print(f"\n== {result.arm}, seed {result.seed}: wall {result.wall_s:.0f} s (incl. start-up and warm start)")
+    for name in ("rl_prompts", "held_out"):
+        curve = points[f"eval/{name}/correct"]
+        first, last = min(curve), max(curve)
+        peak = max(curve, key=lambda s: (curve[s], -s))
+        print(f"   {name:<10}  start {result.accuracy(name, first)}   final {result.accuracy(name, last)}")
+        print(f"   {'':<10}  peak  {result.accuracy(name, peak)} at step {peak}")
+    crossed = result.crossing()
+    print(
+        f"   {PROMISED_KEY} >= {PROMISED_ACCURACY}: "
+        + (f"first at step {crossed}" if crossed is not None else f"not within {steps} steps")
+    )
+    rl = points[PROMISED_KEY]
+    print("   eval step      " + " ".join(f"{s:>5d}" for s in sorted(rl)))
+    for name in ("rl_prompts", "held_out"):
+        curve = points[f"eval/{name}/correct"]
+        print(f"   {name:<14} " + " ".join(f"{curve[s]:5.2f}" for s in sorted(curve)))
+    reward = points["reward/mean"]
+    window = min(20, len(reward))
+    first_r = statistics.fmean(reward[s] for s in sorted(reward)[:window])
+    last_r = statistics.fmean(reward[s] for s in sorted(reward)[-window:])
+    print(f"   train reward/mean: first {window} steps {first_r:.3f}, last {window} steps {last_r:.3f}")
+    print(
+        f"   tokens/s (median) {median(points['perf/tokens_per_s']):.0f}; "
+        f"samples/s {median(points['perf/samples_per_s']):.0f}"
+    )
+    breakdown = [
+        "time/step_s",
+        "time/rollout_s",
+        "time/reward_s",
+        "time/old_logprob_s",
+        "time/ref_logprob_s",
+        "time/train_s",
+        "time/weight_sync_s",
+        "idle/trainer_wait_s",
+        "idle/rollout_wait_s",
+    ]
+    print(
+        "   step time, median ms: "
+        + ", ".join(f"{k.split('/')[1]} {1000 * median(points[k]):.1f}" for k in breakdown if points.get(k))
+    )
+
+
+def summary(results: list[Result]) -> None:
+    demo = [r for r in results if r.arm == ARMS[0]]
+    if not demo:
+        return
+    crossings = [r.crossing() for r in demo]
+    kept = [c for c in crossings if c is not None and c <= PROMISED_WITHIN]
+    print(
+        f"\nPromise ({PROMISED_KEY} >= {PROMISED_ACCURACY} within {PROMISED_WITHIN} RL steps): "
+        f"kept by {len(kept)} of {len(demo)} seeds; crossing steps "
+        + ", ".join(f"seed {r.seed}: {c if c is not None else 'never'}" for r, c in zip(demo, crossings, strict=True))
+    )
+    for name in ("rl_prompts", "held_out"):
+        finals = [r.points[f"eval/{name}/correct"][max(r.points[f"eval/{name}/correct"])] for r in demo]
+        print(f"   final {name}: median {statistics.median(finals):.3f} over seeds (min {min(finals):.3f})")
+    print(f"   wall per run: median {statistics.median(r.wall_s for r in demo):.0f} s")
+
+
+ARMS = ("demo config (warm start + GRPO)", "GRPO from random init")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--steps", type=int, default=None, help="RL steps (default: the demo's)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--baseline-seeds", type=int, nargs="*", default=[1], help="seeds of the no-warm-start arm")
     parser.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local one)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     ray.init(address=args.ray_address, num_cpus=None if args.ray_address else 2, include_dashboard=False)
 
-    arms = [("warm start + GRPO", True, args.seeds), ("GRPO from random init", False, args.baseline_seeds)]
-    results = []
+    results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, warm, seeds in arms:
+        cfg = demo_config(args.seeds[0], tmp, steps=args.steps)
+        for arm, warm, seeds in ((ARMS[0], True, args.seeds), (ARMS[1], False, args.baseline_seeds)):
             for seed in seeds:
-                reporter, wall = run_one(config(args.steps, seed, warm, tmp))
-                results.append((name, seed, reporter.points, wall))
-                print(f"finished {name} seed {seed} in {wall:.1f}s", flush=True)
+                run_cfg = demo_config(seed, str(Path(tmp) / f"{warm}-{seed}"), steps=args.steps, warm_start=warm)
+                results.append(run_one(arm, run_cfg))
+                print(f"finished {arm} seed {seed} in {results[-1].wall_s:.0f} s", flush=True)
 
-    print(f"\nGRPO, one-digit addition, tiny Llama on CPU, {args.steps} steps; 16 prompts x 8 samples per step")
-    for name, seed, points, wall in results:
-        rl = points["eval/rl_prompts/correct"]
-        held = points["eval/held_out/correct"]
-        print(f"\n== {name}, seed {seed}: wall {wall:.1f}s (incl. start-up and warm start)")
-        print("   step  " + " ".join(f"{s:>5d}" for s in sorted(rl)))
-        print("   RL prompts (greedy acc.)  " + " ".join(f"{rl[s]:5.2f}" for s in sorted(rl)))
-        print("   held-out   (greedy acc.)  " + " ".join(f"{held[s]:5.2f}" for s in sorted(held)))
-        reward = points["reward/mean"]
-        first = statistics.fmean(reward[s] for s in range(20))
-        last = statistics.fmean(reward[s] for s in range(args.steps - 20, args.steps))
-        print(f"   train reward/mean: first 20 steps {first:.3f}, last 20 steps {last:.3f}")
-        print(
-            f"   tokens/s (median) {median(points['perf/tokens_per_s']):.0f}; "
-            f"samples/s {median(points['perf/samples_per_s']):.0f}"
-        )
-        breakdown = [
-            "time/step_s",
-            "time/rollout_s",
-            "time/reward_s",
-            "time/old_logprob_s",
-            "time/ref_logprob_s",
-            "time/train_s",
-            "time/weight_sync_s",
-            "idle/trainer_wait_s",
-            "idle/rollout_wait_s",
-        ]
-        print(
-            "   step time, median ms: "
-            + ", ".join(f"{k.split('/')[1]} {1000 * median(points[k]):.1f}" for k in breakdown)
-        )
+    task = cfg.task
+    print(
+        f"\nGRPO on the demo's config: {task.digits}-digit {'/'.join(task.ops)}, {cfg.steps} RL steps, "
+        f"{cfg.algorithm.prompts_per_step} prompts x {cfg.algorithm.group_size} samples per step, "
+        f"warm start {cfg.warm_start.steps} steps on {task.warm_start_size} problems; "
+        f"{task.train_size} RL / {task.held_out_size} held-out problems; tiny Llama on CPU"
+    )
+    for result in results:
+        report(result, cfg.steps)
+    summary(results)
 
 
 if __name__ == "__main__":

@@ -88,3 +88,47 @@ def test_percentile_matches_statistics_inclusive_quantiles():
     assert algo.percentile(values, 10) == pytest.approx(deciles[0])
     assert algo.percentile(values, 90) == pytest.approx(deciles[-1])
     assert algo.percentile(values, 50) == pytest.approx(statistics.median(values))
+
+
+def _ppo_stats(logp: torch.Tensor, old_logp: torch.Tensor) -> algo.LossParts:
+    """ppo_loss on one row of tokens with nothing but the two log-prob tensors mattering."""
+    ones = torch.ones_like(logp)
+    return algo.ppo_loss(
+        logp=logp,
+        old_logp=old_logp,
+        advantages=torch.zeros_like(logp),
+        mask=ones,
+        clip_eps=0.2,
+        tis_weights=ones,
+        entropy=torch.zeros_like(logp),
+        ref_logp=None,
+        kl_coef=0.0,
+    )
+
+
+def test_approx_kl_estimates_the_exact_kl_from_the_old_policy_to_the_new_on_tokens_sampled_from_the_old():
+    # Two small categoricals, far enough apart that the inverted ratio's mean is far from the KL.
+    p_old = torch.tensor([0.5, 0.25, 0.15, 0.07, 0.03], dtype=torch.float64)
+    p_new = torch.tensor([0.2, 0.3, 0.2, 0.2, 0.1], dtype=torch.float64)
+    log_r = (p_new / p_old).log()
+    exact_kl = float((p_old * (p_old / p_new).log()).sum())
+    # The estimator's mean over n tokens has standard deviation sd(k3 under π_old)/√n: allow 5 of them.
+    k3_values = algo.k3(log_r)
+    k3_sd = float((p_old * (k3_values - exact_kl) ** 2).sum().sqrt())
+    n = 200_000
+    tolerance = 5 * k3_sd / math.sqrt(n)
+    # What k3(-log r), the inverted ratio, averages to: E_old[π_old/π_new] - 1 - KL. The test can
+    # only tell the directions apart if that is many tolerances away.
+    inverted_mean = float((p_old * algo.k3(-log_r)).sum())
+    assert abs(inverted_mean - exact_kl) > 20 * tolerance
+
+    tokens = torch.multinomial(p_old.float(), n, replacement=True, generator=torch.Generator().manual_seed(0))
+    old_logp = p_old.log().float()[tokens][None, :]
+    new_logp = p_new.log().float()[tokens][None, :]
+    parts = _ppo_stats(new_logp, old_logp)
+    assert parts.approx_kl == pytest.approx(exact_kl, abs=tolerance)
+    # lag_kl is the same estimate of the same pair (π_old → π_θ).
+    metrics, _ = algo.mismatch_metrics(
+        engine_logp=old_logp, old_logp=old_logp, current_logp=new_logp, mask=torch.ones_like(old_logp), tis_cap=None
+    )
+    assert metrics["mismatch/lag_kl"] == pytest.approx(parts.approx_kl, rel=1e-6)

@@ -62,7 +62,7 @@ def test_arithmetic_splits_are_disjoint_and_rewards_are_exact():
     assert correct(prompt, Completion(prompt.answer, truncated=True), ctx) == 0.0
     assert fmt(prompt, Completion("12", truncated=False), ctx) == 1.0
     assert fmt(prompt, Completion("1+2", truncated=False), ctx) == 0.0
-    with pytest.raises(ValueError, match="distinct problems"):
+    with pytest.raises(ValueError, match="room for only 79 warm-start and RL problems"):
         ArithmeticTask(digits=1, train_size=100, held_out_size=10)
 
 
@@ -97,6 +97,17 @@ def scorer(model_path: str) -> actors.RewardWorker:
     return actors.RewardWorker(task=TASK, model_path=model_path, weights={"correct": 1.0, "format": 0.5}, threads=1)
 
 
+def _engine_kl(samples: list[dict[str, Any]], trainer: actors.Trainer) -> float:
+    """mismatch/engine_kl of ``samples`` against the trainer's current weights."""
+    batch = algo.pack(samples, trainer.pad_id)
+    with torch.no_grad():
+        logp, _ = algo.token_logprobs(trainer.model.eval(), batch, temperature=1.0)
+    metrics, _ = algo.mismatch_metrics(
+        engine_logp=batch.engine_logp, old_logp=logp, current_logp=logp, mask=batch.response_mask, tis_cap=None
+    )
+    return metrics["mismatch/engine_kl"]
+
+
 def test_a_float32_engine_matches_the_trainer_and_a_bf16_engine_does_not(model_path: str, tokenizer: Any, scorer):
     trainer = _trainer(model_path)
     kl = {}
@@ -105,13 +116,7 @@ def test_a_float32_engine_matches_the_trainer_and_a_bf16_engine_does_not(model_p
         worker.load_weights(trainer.state(), trainer.version)
         samples = [s for g in _groups(worker, scorer, tokenizer, seed=1) for s in g]
         assert {s["weight_version"] for s in samples} == {0}
-        batch = algo.pack(samples, trainer.pad_id)
-        with torch.no_grad():
-            logp, _ = algo.token_logprobs(trainer.model.eval(), batch, temperature=1.0)
-        metrics, _ = algo.mismatch_metrics(
-            engine_logp=batch.engine_logp, old_logp=logp, current_logp=logp, mask=batch.response_mask, tis_cap=None
-        )
-        kl[dtype] = metrics["mismatch/engine_kl"]
+        kl[dtype] = _engine_kl(samples, trainer)
     assert kl["float32"] < 1e-9
     assert kl["bfloat16"] > 1e-7 and kl["bfloat16"] > 100 * kl["float32"]
 
@@ -170,26 +175,46 @@ def test_a_checkpoint_restores_weights_optimizer_and_version(model_path: str, to
     assert straight["policy/update_norm"] > 0
 
 
+def _same_sample(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a["response_ids"] == b["response_ids"] and all(
+        abs(x - y) < 1e-4 for x, y in zip(a["logprobs"], b["logprobs"], strict=True)
+    )
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not vllm_available(), reason="needs vLLM and a CUDA GPU (pip install '.[gpu]')")
-def test_the_vllm_engine_loads_new_weights_in_place_and_matches_the_trainer(model_path: str, tokenizer: Any, scorer):
+def test_the_vllm_engine_loads_changed_weights_in_place_and_the_originals_back(model_path: str, tokenizer: Any, scorer):
     from workers.engines.vllm_engine import VLLMEngine
 
-    trainer = _trainer(model_path)
+    original = _trainer(model_path)
+    changed = _trainer(model_path)
+    with torch.no_grad():  # parameters(), not the state dict: the tied embedding moves once
+        noise = torch.Generator().manual_seed(0)
+        for param in changed.model.parameters():
+            param.add_(0.05 * torch.randn(param.shape, generator=noise))
     engine = VLLMEngine(model_path, dtype="float32", gpu_memory_utilization=0.2)
-    engine.load_weights(trainer.state(), 5)
+    assert engine.processed_logprobs
     prompts = [tokenizer(p.text)["input_ids"] for p in list(scorer.task.train_prompts())[:4]]
-    groups = engine.generate(prompts, SamplingSpec(n=4, max_new_tokens=4, seed=0))
-    samples = [
-        {"prompt_ids": g.prompt_ids, "response_ids": g.response_ids, "logprobs": g.logprobs, "weight_version": 5}
-        for group in groups
-        for g in group
-    ]
-    assert {g.weight_version for group in groups for g in group} == {5}
-    batch = algo.pack(samples, trainer.pad_id)
-    with torch.no_grad():
-        logp, _ = algo.token_logprobs(trainer.model.eval(), batch, temperature=1.0)
-    metrics, _ = algo.mismatch_metrics(
-        engine_logp=batch.engine_logp, old_logp=logp, current_logp=logp, mask=batch.response_mask, tis_cap=None
-    )
-    assert metrics["mismatch/engine_kl"] < 1e-3
+
+    def generate(version: int) -> list[dict[str, Any]]:
+        groups = engine.generate(prompts, SamplingSpec(n=4, max_new_tokens=4, seed=0))
+        assert {g.weight_version for group in groups for g in group} == {version}
+        return [
+            {"prompt_ids": g.prompt_ids, "response_ids": g.response_ids, "logprobs": g.logprobs, "weight_version": 0}
+            for group in groups
+            for g in group
+        ]
+
+    on_disk = generate(0)  # the weights vLLM loaded from model_path: the original ones
+    assert _engine_kl(on_disk, original) < 1e-3
+    engine.load_weights(changed.state(), 1)
+    moved = generate(1)
+    # The engine now computes the changed model, and no longer the original one.
+    assert _engine_kl(moved, changed) < 1e-3
+    assert _engine_kl(moved, original) > 100 * max(_engine_kl(moved, changed), 1e-6)
+    assert not all(_same_sample(a, b) for a, b in zip(moved, on_disk, strict=True))
+    engine.load_weights(original.state(), 2)
+    back = generate(2)
+    # Same seed, same weights: the same tokens and log-probs as before the change.
+    assert all(_same_sample(a, b) for a, b in zip(back, on_disk, strict=True))
+    assert _engine_kl(back, original) < 1e-3

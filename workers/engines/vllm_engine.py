@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from workers.engines.base import EngineBook, EngineStats, Generation, SamplingSpec
@@ -35,6 +35,25 @@ class WeightLoaderExtension:
         device = next(model.parameters()).device
         model.load_weights(weights=((name, tensor.to(device, non_blocking=True)) for name, tensor in weights))
         return len(weights)
+
+
+# vLLM's ``LLM`` hands keywords it does not name to ``EngineArgs(**kwargs)``, a dataclass, so a
+# release without the field fails with Python's own message for it:
+# "EngineArgs.__init__() got an unexpected keyword argument 'logprobs_mode'".
+_NO_LOGPROBS_MODE = "got an unexpected keyword argument 'logprobs_mode'"
+
+
+def create_llm(llm_class: Callable[..., Any], kwargs: Mapping[str, Any]) -> tuple[Any, bool]:
+    """``llm_class(**kwargs)``, and whether its log-probs are the processed ones (after
+    temperature). Only a vLLM that does not know ``logprobs_mode`` is retried without it; any
+    other TypeError (a wrong argument of ours, a bug inside vLLM) is raised as it is."""
+    try:
+        return llm_class(**kwargs), "logprobs_mode" in kwargs
+    except TypeError as exc:
+        if "logprobs_mode" not in kwargs or _NO_LOGPROBS_MODE not in str(exc):
+            raise
+    log.warning("this vLLM has no logprobs_mode; log-probs are raw (exact only at temperature 1)")
+    return llm_class(**{k: v for k, v in kwargs.items() if k != "logprobs_mode"}), False
 
 
 def vllm_available() -> bool:
@@ -76,12 +95,7 @@ class VLLMEngine:
             # what the trainer recomputes. Older vLLM releases only return raw log-probs.
             "logprobs_mode": "processed_logprobs",
         }
-        try:
-            self.llm = LLM(**kwargs)
-        except TypeError:
-            kwargs.pop("logprobs_mode")
-            log.warning("this vLLM has no logprobs_mode; log-probs are raw (exact only at temperature 1)")
-            self.llm = LLM(**kwargs)
+        self.llm, self.processed_logprobs = create_llm(LLM, kwargs)
         self.book = EngineBook(self.name, "cuda", dtype)
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingSpec) -> list[list[Generation]]:

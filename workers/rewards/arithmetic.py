@@ -34,6 +34,51 @@ class WellFormed:
         return 1.0 if not completion.truncated and _INTEGER.fullmatch(completion.text.strip()) else 0.0
 
 
+# a op b == b op a: ``3+5`` and ``5+3`` are one problem to a model that has learnt either.
+COMMUTATIVE = frozenset({"+", "*"})
+
+ProblemKey = tuple[int, str, int]
+
+
+def problem_key(a: int, op: str, b: int) -> ProblemKey:
+    """What a split must keep on one side: the operands unordered where the operator commutes."""
+    return (min(a, b), op, max(a, b)) if op in COMMUTATIVE else (a, op, b)
+
+
+def operand_range(digits: int) -> tuple[int, int]:
+    return (0 if digits == 1 else 10 ** (digits - 1)), 10**digits - 1
+
+
+def problem_room(digits: int, ops: Sequence[str], held_out_size: int) -> int:
+    """How many warm-start and RL problems fit beside ``held_out_size`` held-out ones.
+
+    The held-out split takes one ordering of each pair and gives its twin to no split (two
+    held-out problems are never twins, so each is its own trial in a binomial interval), and
+    the warm-start split may fill with one ordering taken and one slot left, its twin then
+    given to no split either. Counted at worst: every held-out problem a commuted pair."""
+    low, high = operand_range(digits)
+    ordered = (high - low + 1) ** 2 * len(set(ops))
+    commutative = bool(COMMUTATIVE & set(ops))
+    return ordered - held_out_size * (2 if commutative else 1) - (1 if commutative else 0)
+
+
+def check_sizes(digits: int, ops: Sequence[str], *, held_out_size: int, learnt: int) -> None:
+    """ValueError unless ``learnt`` warm-start and RL problems fit beside the held-out ones."""
+    room = problem_room(digits, ops, held_out_size)
+    if learnt > room:
+        raise ValueError(
+            f"{digits}-digit operands leave room for only {room} warm-start and RL problems beside "
+            f"{held_out_size} held out (a held-out problem's commuted twin, 3+5 for 5+3, is used nowhere); "
+            f"train_size + warm_start_size ({learnt}) is more"
+        )
+
+
+def _key_count(digits: int, ops: Sequence[str]) -> int:
+    low, high = operand_range(digits)
+    n = high - low + 1
+    return sum(n * (n + 1) // 2 if op in COMMUTATIVE else n * n for op in set(ops))
+
+
 @dataclass
 class ArithmeticTask:
     digits: int = 2
@@ -46,30 +91,35 @@ class ArithmeticTask:
     name = "arithmetic"
 
     def __post_init__(self) -> None:
-        low = 0 if self.digits == 1 else 10 ** (self.digits - 1)
-        high = 10**self.digits - 1
-        space = (high - low + 1) ** 2 * len(self.ops)
-        wanted = self.train_size + self.held_out_size + self.warm_start_size
-        if wanted > space:
-            raise ValueError(
-                f"{self.digits}-digit operands give only {space} distinct problems; "
-                f"train_size + held_out_size + warm_start_size = {wanted} is more"
-            )
-        # The split depends on the task's own seed only, so runs with different training seeds
-        # are evaluated on the same held-out problems.
-        rng = random.Random(f"arithmetic:{self.digits}:{''.join(self.ops)}:{self.seed}")
-        seen: set[tuple[int, str, int]] = set()
-        problems: list[Prompt] = []
-        while len(problems) < wanted:
-            a, b, op = rng.randint(low, high), rng.randint(low, high), rng.choice(list(self.ops))
-            if (a, op, b) in seen:
+        ops = sorted(set(self.ops))
+        low, high = operand_range(self.digits)
+        sizes = (self.held_out_size, self.warm_start_size, self.train_size)
+        check_sizes(self.digits, ops, held_out_size=self.held_out_size, learnt=self.train_size + self.warm_start_size)
+        # Three disjoint splits, filled in this order: eval only, supervised warm start only, RL
+        # only. A problem and its commuted twin go to the same split, or the twin to none, so no
+        # held-out problem is learnt by heart from its twin. The split depends on the task's own
+        # seed only, so runs with different training seeds are evaluated on the same problems.
+        rng = random.Random(f"arithmetic:{self.digits}:{''.join(ops)}:{self.seed}")
+        splits: tuple[list[Prompt], list[Prompt], list[Prompt]] = ([], [], [])
+        seen: set[ProblemKey] = set()
+        keys = _key_count(self.digits, ops)
+        current = 0
+        while current < len(splits):
+            split = splits[current]
+            if len(split) >= sizes[current]:
+                current += 1
                 continue
-            seen.add((a, op, b))
-            problems.append(Prompt(id=f"{a}{op}{b}", text=f"{a}{op}{b}=", answer=str(OPS[op](a, b))))
-        # Three disjoint splits: eval only, supervised warm start only, RL only.
-        self._held_out = problems[: self.held_out_size]
-        self._warm = problems[self.held_out_size : self.held_out_size + self.warm_start_size]
-        self._train = problems[self.held_out_size + self.warm_start_size :]
+            a, b, op = rng.randint(low, high), rng.randint(low, high), rng.choice(ops)
+            key = problem_key(a, op, b)
+            if key in seen:
+                if len(seen) == keys:  # unreachable while the size check above holds
+                    raise AssertionError("arithmetic split ran out of problems")
+                continue
+            seen.add(key)
+            orderings = [(a, b), (b, a)] if op in COMMUTATIVE and a != b and current > 0 else [(a, b)]
+            for x, y in orderings[: sizes[current] - len(split)]:
+                split.append(Prompt(id=f"{x}{op}{y}", text=f"{x}{op}{y}=", answer=str(OPS[op](x, y))))
+        self._held_out, self._warm, self._train = splits
 
     def train_prompts(self) -> Sequence[Prompt]:
         return self._train

@@ -19,6 +19,15 @@ def k3(log_ratio: torch.Tensor) -> torch.Tensor:
     return torch.expm1(log_ratio) - log_ratio
 
 
+def sampled_kl(logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor) -> float:
+    """KL(π_b ‖ π) from tokens sampled from π_b: the mean k3 of r = π/π_b over the masked tokens.
+
+    E_b[r] = 1, so E_b[r - log r - 1] = E_b[log π_b/π], exactly the KL, and each term is ≥ 0.
+    The ratio must point this way (the sampled distribution in the denominator): with it
+    inverted the mean estimates E_b[π_b/π] - 1 - KL(π_b ‖ π), which is neither KL."""
+    return masked_mean(k3((logp - behaviour_logp) * mask), mask)
+
+
 def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     """``rewards`` is [groups, group_size]. Returns (advantages of the same shape, zero-std mask
     per group). A group whose rewards are all equal carries no signal: its advantages are 0."""
@@ -113,7 +122,9 @@ def mismatch_metrics(
       sampled it) — what kernels and precision cost;
     - lag_kl: π_θ (trainer now) vs π_old — what staleness costs;
     - total_kl: π_θ vs μ.
-    With r = π_old/μ on tokens sampled from μ, k3 estimates KL(μ‖π_old).
+    Each is ``sampled_kl`` with the sampling side in the denominator: engine_kl estimates
+    KL(μ‖π_old) and total_kl KL(μ‖π_θ) on tokens sampled from μ; lag_kl KL(π_old‖π_θ), taking
+    the tokens as π_old's (they are, up to the engine's own mismatch).
     """
     log_is = (old_logp - engine_logp) * mask
     is_ratio = torch.exp(log_is)
@@ -125,9 +136,9 @@ def mismatch_metrics(
         clipped = (is_ratio > tis_cap).float()
     prob_diff = (old_logp.exp() - engine_logp.exp()).abs()
     metrics = {
-        "mismatch/engine_kl": masked_mean(k3(log_is), mask),
-        "mismatch/lag_kl": masked_mean(k3((current_logp - old_logp) * mask), mask),
-        "mismatch/total_kl": masked_mean(k3((current_logp - engine_logp) * mask), mask),
+        "mismatch/engine_kl": sampled_kl(old_logp, engine_logp, mask),
+        "mismatch/lag_kl": sampled_kl(current_logp, old_logp, mask),
+        "mismatch/total_kl": sampled_kl(current_logp, engine_logp, mask),
         "mismatch/engine_abs_diff_max": masked_max(prob_diff, mask),
         "mismatch/is_ratio_mean": masked_mean(is_ratio, mask),
         "mismatch/is_ratio_max": masked_max(is_ratio, mask),
@@ -173,7 +184,8 @@ def ppo_loss(
         return LossParts(
             loss=loss,
             clip_frac=masked_mean(clipped.float(), mask),
-            approx_kl=masked_mean(k3(-log_ratio.detach()), mask),
+            # KL(π_old ‖ π_θ): the tokens were sampled from (the engine's copy of) π_old.
+            approx_kl=sampled_kl(logp.detach(), old_logp, mask),
             kl_ref=masked_mean(kl_ref_tok.detach(), mask) if kl_ref_tok is not None else 0.0,
             entropy=masked_mean(entropy.detach(), mask),
         )

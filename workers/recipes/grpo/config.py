@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workers.recipes.base import RecipeConfig
+from workers.rewards.arithmetic import check_sizes
 
 Op = Literal["+", "-", "*"]
 
@@ -52,7 +53,13 @@ class TaskConfig(_Section):
     digits: int = Field(default=2, ge=1, le=6, description="Digits per operand.")
     ops: list[Op] = Field(default_factory=_default_ops, min_length=1, description="Operators drawn from.")
     train_size: int = Field(default=512, ge=1, le=1_000_000, description="Distinct RL training problems.")
-    held_out_size: int = Field(default=64, ge=1, le=100_000, description="Held-out problems, eval only.")
+    held_out_size: int = Field(
+        default=64,
+        ge=1,
+        le=100_000,
+        description="Held-out problems, eval only. A problem and its commuted twin (3+5, 5+3) are never in "
+        "different splits: a held-out problem's twin is used nowhere.",
+    )
     warm_start_size: int = Field(
         default=64,
         ge=0,
@@ -63,14 +70,9 @@ class TaskConfig(_Section):
 
     @model_validator(mode="after")
     def _enough_problems(self) -> TaskConfig:
-        values = 10 if self.digits == 1 else 9 * 10 ** (self.digits - 1)
-        space = values * values * len(set(self.ops))
-        wanted = self.train_size + self.held_out_size + self.warm_start_size
-        if wanted > space:
-            raise ValueError(
-                f"{self.digits}-digit operands give only {space} distinct problems; "
-                f"train_size + held_out_size + warm_start_size ({wanted}) is more"
-            )
+        check_sizes(
+            self.digits, self.ops, held_out_size=self.held_out_size, learnt=self.train_size + self.warm_start_size
+        )
         return self
 
 
@@ -198,7 +200,19 @@ class GRPOConfig(RecipeConfig):
     reference_num_cpus: float = Field(
         default=0.25, ge=0.0, le=512, description="Ray CPUs reserved for the reference policy."
     )
-    trainer_device: Literal["auto", "cpu", "cuda"] = Field(default="auto")
+    trainer_device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto",
+        description="Where the trainer and the reference policy compute. cuda reserves trainer_num_gpus Ray GPUs "
+        "for them (the run fails at start when the cluster lacks them); auto does so when the cluster has "
+        "that many GPUs beside the rollout's, else computes on CPU.",
+    )
+    trainer_num_gpus: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=64,
+        description="Ray GPUs for the trainer and the reference together when they compute on GPUs; with a "
+        "reference each takes half, so on one GPU they share it.",
+    )
     threads_per_actor: int = Field(default=1, ge=1, le=256, description="torch threads in each actor.")
     fail_at_step: int | None = Field(
         default=None,

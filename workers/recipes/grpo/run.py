@@ -22,7 +22,7 @@ import random
 import statistics
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,16 @@ from workers.rewards.base import Prompt, Task
 
 # Greedy eval of the policy on (up to) this many of the prompts RL trains on.
 EVAL_RL_PROMPTS = 128
+
+
+def eval_sets(task: Task) -> dict[str, list[Prompt]]:
+    """The prompts each greedy eval scores: every held-out one (never trained on), and as many RL
+    prompts (trained on by RL only, never by the warm start), or EVAL_RL_PROMPTS if that is more."""
+    held_out = list(task.held_out_prompts())
+    return {
+        "held_out": held_out,
+        "rl_prompts": list(task.train_prompts())[: max(len(held_out), EVAL_RL_PROMPTS)],
+    }
 
 
 def remote_class(cls: type) -> Any:
@@ -110,26 +120,82 @@ def uri_to_path(uri: str) -> str:
     return uri.removeprefix("file://")
 
 
-def _check_resources(config: GRPOConfig) -> None:
-    """Fail at once, with what is missing, rather than wait forever for actors Ray cannot place."""
-    total: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
-    gpus_needed = config.rollout.workers * config.rollout.num_gpus
-    if gpus_needed > total.get("GPU", 0.0):
-        raise RuntimeError(
-            f"rollout needs {gpus_needed:g} GPU(s) ({config.rollout.workers} worker(s) x rollout.num_gpus "
-            f"{config.rollout.num_gpus:g}) but the Ray cluster has {total.get('GPU', 0.0):g}"
-        )
-    cpus_needed = (
-        config.rollout.workers * config.rollout.num_cpus
-        + config.reward.workers * config.reward.num_cpus
-        + config.trainer_num_cpus
-        + (config.reference_num_cpus if config.algorithm.reference else 0.0)
+@dataclass(frozen=True)
+class Footprint:
+    """The Ray resources one actor reserves. Ray hides every GPU from an actor that reserves
+    none (CUDA_VISIBLE_DEVICES is emptied), so an actor that is to compute on a GPU must ask."""
+
+    num_cpus: float
+    num_gpus: float = 0.0
+
+    def options(self) -> dict[str, float]:
+        return {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
+
+
+@dataclass(frozen=True)
+class ResourcePlan:
+    rollout: Footprint  # each of rollout.workers
+    reward: Footprint  # each of reward.workers
+    trainer: Footprint
+    reference: Footprint | None
+    # What the trainer and the reference are told to compute on: the GPU they reserved, or CPU.
+    device: str
+
+    def needs(self, config: GRPOConfig) -> dict[str, float]:
+        """Everything the run's actors reserve, by Ray resource name."""
+        parts = [
+            (config.rollout.workers, self.rollout),
+            (config.reward.workers, self.reward),
+            (1, self.trainer),
+            *([(1, self.reference)] if self.reference is not None else []),
+        ]
+        return {
+            "CPU": sum(n * part.num_cpus for n, part in parts),
+            "GPU": sum(n * part.num_gpus for n, part in parts),
+        }
+
+
+def plan_resources(config: GRPOConfig, cluster: Mapping[str, float]) -> ResourcePlan:
+    """Each actor's reservation. ``trainer_device: auto`` computes on GPUs when the cluster has
+    ``trainer_num_gpus`` of them beside the rollout's; with a reference, trainer and reference
+    each take half, so on one GPU they share it as a colocated actor and reference do."""
+    c = config
+    if c.trainer_device == "auto":
+        spare = cluster.get("GPU", 0.0) - c.rollout.workers * c.rollout.num_gpus
+        on_gpu = spare >= c.trainer_num_gpus
+    else:
+        on_gpu = c.trainer_device == "cuda"
+    reference = c.algorithm.reference
+    gpus = (c.trainer_num_gpus / 2 if reference else c.trainer_num_gpus) if on_gpu else 0.0
+    return ResourcePlan(
+        rollout=Footprint(c.rollout.num_cpus, c.rollout.num_gpus),
+        reward=Footprint(c.reward.num_cpus),
+        trainer=Footprint(c.trainer_num_cpus, gpus),
+        reference=Footprint(c.reference_num_cpus, gpus) if reference else None,
+        device="cuda" if on_gpu else "cpu",
     )
-    if cpus_needed > total.get("CPU", 0.0):
-        raise RuntimeError(
-            f"the actors reserve {cpus_needed:g} CPUs but the Ray cluster has {total.get('CPU', 0.0):g}; "
-            "lower rollout.num_cpus / reward.num_cpus / trainer_num_cpus or add nodes"
-        )
+
+
+def check_resources(config: GRPOConfig, plan: ResourcePlan, cluster: Mapping[str, float]) -> None:
+    """Fail at once, with what is missing, rather than wait forever for actors Ray cannot place."""
+    needs = plan.needs(config)
+    c = config
+    where = {
+        "GPU": f"rollout {c.rollout.workers} x {plan.rollout.num_gpus:g}, trainer {plan.trainer.num_gpus:g}"
+        + (f", reference {plan.reference.num_gpus:g}" if plan.reference else "")
+        + "; lower rollout.num_gpus / trainer_num_gpus, set trainer_device: cpu, or add GPU nodes",
+        "CPU": f"rollout {c.rollout.workers} x {plan.rollout.num_cpus:g}, reward {c.reward.workers} x "
+        f"{plan.reward.num_cpus:g}, trainer {plan.trainer.num_cpus:g}"
+        + (f", reference {plan.reference.num_cpus:g}" if plan.reference else "")
+        + "; lower rollout.num_cpus / reward.num_cpus / trainer_num_cpus / reference_num_cpus or add nodes",
+    }
+    for resource in ("GPU", "CPU"):
+        have = cluster.get(resource, 0.0)
+        if needs[resource] > have:
+            raise RuntimeError(
+                f"the actors reserve {needs[resource]:g} {resource}s ({where[resource]}) "
+                f"but the Ray cluster has {have:g}"
+            )
 
 
 @dataclass
@@ -177,13 +243,13 @@ class GRPORun:
             self._ids[prompt.id] = list(self.tokenizer(prompt.text)["input_ids"])
         return self._ids[prompt.id]
 
-    def start_actors(self, reference_path: str | None) -> Actors:
+    def start_actors(self, reference_path: str | None, plan: ResourcePlan) -> Actors:
         c = self.config
         threads = c.threads_per_actor
         rollout_cls = remote_class(actors.RolloutWorker)
         reward_cls = remote_class(actors.RewardWorker)
         rollout = [
-            rollout_cls.options(num_cpus=c.rollout.num_cpus, num_gpus=c.rollout.num_gpus).remote(
+            rollout_cls.options(**plan.rollout.options()).remote(
                 engine=c.rollout.engine,
                 model_path=self.model_path,
                 dtype=c.rollout.dtype,
@@ -196,19 +262,19 @@ class GRPORun:
             for i in range(c.rollout.workers)
         ]
         reward = [
-            reward_cls.options(num_cpus=c.reward.num_cpus).remote(
+            reward_cls.options(**plan.reward.options()).remote(
                 task=self.task_spec, model_path=self.model_path, weights=c.reward.weights, threads=1, tiny=self.tiny
             )
             for _ in range(c.reward.workers)
         ]
         reference = None
-        if c.algorithm.reference and reference_path is not None:
+        if plan.reference is not None and reference_path is not None:
             reference = (
                 remote_class(actors.ReferencePolicy)
-                .options(num_cpus=c.reference_num_cpus)
+                .options(**plan.reference.options())
                 .remote(
                     model_path=reference_path,
-                    device=c.trainer_device,
+                    device=plan.device,
                     threads=threads,
                     temperature=c.rollout.temperature,
                     tiny=self.tiny if reference_path == self.model_path else None,
@@ -220,14 +286,17 @@ class GRPORun:
 
     def run(self) -> None:
         c = self.config
-        _check_resources(c)
+        cluster: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        plan = plan_resources(c, cluster)
+        check_resources(c, plan, cluster)
+        self.log.info("trainer and reference compute on %s; actors reserve %s", plan.device, plan.needs(c))
         keep = c.algorithm.max_staleness + 1 if c.algorithm.mode == "async" else 1
         self.trainer = (
             remote_class(actors.Trainer)
-            .options(num_cpus=c.trainer_num_cpus)
+            .options(**plan.trainer.options())
             .remote(
                 model_path=self.model_path,
-                device=c.trainer_device,
+                device=plan.device,
                 threads=c.threads_per_actor,
                 lr=c.algorithm.lr,
                 temperature=c.rollout.temperature,
@@ -247,7 +316,7 @@ class GRPORun:
             self.ctx.reporter.log({"resume/from_step": self.step}, self.step)
         else:
             reference_path = self.warm_start()
-        self.actors = self.start_actors(reference_path)
+        self.actors = self.start_actors(reference_path, plan)
         self.reference_path = reference_path
         self._version: int = ray.get(self.trainer.get_version.remote())
         self.sync_weights(self._version, wait=True)
@@ -514,12 +583,8 @@ class GRPORun:
         )
 
     def evaluate(self, step: int) -> None:
-        """Greedy decoding of the current policy on the held-out prompts (never trained on) and
-        on up to as many RL prompts (trained on by RL only, never by the warm start)."""
-        sets = {
-            "held_out": list(self.task.held_out_prompts()),
-            "rl_prompts": list(self.task.train_prompts())[: max(len(self.task.held_out_prompts()), EVAL_RL_PROMPTS)],
-        }
+        """Greedy decoding of the current policy on ``eval_sets``."""
+        sets = eval_sets(self.task)
         pending = {
             name: self.actors.reward[0].score.remote(
                 self.trainer.generate_greedy.remote(
