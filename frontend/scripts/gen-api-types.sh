@@ -6,12 +6,13 @@
 #   2. openapi-typescript turns it into types.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-out=$(realpath -m "${1:-$root/frontend/src/api/schema.gen.ts}")
+out=${1:-$root/frontend/src/api/schema.gen.ts}
+case $out in /*) ;; *) out="$PWD/$out" ;; esac
 python=${BARREL_PYTHON:-$root/.venv/bin/python}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-(cd "$root" && env -i PATH="$PATH" HOME="${HOME:-/tmp}" "$python" manage.py spectacular \
+(cd "$root" && env -i PATH="$PATH" HOME="${HOME:-/tmp}" PYTHONUTF8=1 "$python" manage.py spectacular \
   --validate --file "$tmp/schema.yaml" 2>"$tmp/spectacular.log") || {
   cat "$tmp/spectacular.log" >&2
   exit 1
