@@ -9,6 +9,8 @@ from typing import Any
 import redis
 from django.conf import settings
 
+from controlplane.runs.models import RunToken
+
 
 @cache
 def _redis() -> redis.Redis:
@@ -23,8 +25,6 @@ def bucket_for(request: Any) -> str:
 def bucket(user: Any, auth: Any) -> str:
     """The budget a request draws on: its token's (user and run tokens live in separate tables,
     so their ids can coincide: the kind is part of the name), else its user's (a session)."""
-    from controlplane.runs.models import RunToken
-
     if auth is None:
         return f"user:{user.pk}"
     return token_bucket("run" if isinstance(auth, RunToken) else "tok", auth.pk)
