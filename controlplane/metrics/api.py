@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -124,16 +123,9 @@ def ingest_checked(
     Shared by MetricsView and the ASGI route that serves bearer-token batches without DRF
     (controlplane.metrics.ingest_route)."""
     check_body_size(length)
-    wait = ratelimit.check(bucket, settings.METRICS_RATE_LIMIT_RPS)
-    if wait is not None:
-        raise ApiError(
-            f"Too many requests; retry in {wait:.2f} s.",
-            code="rate_limited",
-            status_code=429,
-            retry_after=max(1, math.ceil(wait)),
-        )
-    refusal = write_refusal(run_id, state(), timezone.now())
-    if refusal is not None:
+    if (refusal := ratelimit.refusal(bucket, settings.METRICS_RATE_LIMIT_RPS)) is not None:
+        raise refusal
+    if (refusal := write_refusal(run_id, state(), timezone.now())) is not None:
         raise refusal
     points = services.parse_points(body(), max_points=settings.METRICS_MAX_POINTS_PER_BATCH)
     services.metrics_ingest(run_id=run_id, points=points)

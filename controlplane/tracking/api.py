@@ -91,12 +91,10 @@ def _check_metric_ingest(request: Request, run: Run) -> None:
     """The limits POST /api/v1/runs/{id}/metrics applies, in the same rate-limit bucket, so a
     token gets one budget whichever API it reports through; then the write policy's grace
     period (viewers were refused by _writable_run)."""
-    wait = ratelimit.check(ratelimit.bucket_for(request), settings.METRICS_RATE_LIMIT_RPS)
-    if wait is not None:
-        raise MlflowError(REQUEST_LIMIT_EXCEEDED, f"Too many requests; retry in {wait:.2f} s.", retry_after_s=wait)
-    refusal = policy.ended_refusal(run.id, run.status, run.finished_at, timezone.now())
-    if refusal is not None:
-        raise MlflowError(RESOURCE_CONFLICT, refusal.message)
+    if (limited := ratelimit.refusal(ratelimit.bucket_for(request), settings.METRICS_RATE_LIMIT_RPS)) is not None:
+        raise MlflowError(REQUEST_LIMIT_EXCEEDED, limited.message, retry_after_s=limited.wait)
+    if (ended := policy.ended_refusal(run.id, run.status, run.finished_at, timezone.now())) is not None:
+        raise MlflowError(RESOURCE_CONFLICT, ended.message)
 
 
 Entities = tuple[list[Point], list[tuple[str, str]], list[tuple[str, str]]]
