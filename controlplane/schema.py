@@ -20,7 +20,7 @@ from controlplane.api import ErrorSerializer
 
 
 class BearerScheme(OpenApiAuthenticationExtension):
-    target_class = "controlplane.teams.auth.BearerTokenAuthentication"
+    target_class = "controlplane.auth.bearer.BearerTokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:

@@ -3,9 +3,9 @@ from django.urls import include, path, re_path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane import frontend
-from controlplane.api import MAX_ID
 from controlplane.artifacts.api import RunArtifactDownloadView, RunArtifactsView
 from controlplane.checkpoints.api import CheckpointListView, RunCheckpointsView, RunSamplesView
+from controlplane.limits import MAX_BIGINT
 from controlplane.metrics.api import MetricKeysView, MetricsQueryView, MetricsView
 from controlplane.observability import metrics_view
 from controlplane.runs.api import (
@@ -36,7 +36,7 @@ class IdConverter:
 
     def to_python(self, value: str) -> int:
         number = int(value)
-        if number > MAX_ID:
+        if number > MAX_BIGINT:
             raise ValueError(value)
         return number
 

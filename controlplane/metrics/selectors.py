@@ -25,10 +25,9 @@ from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 
 from controlplane.api import ApiError
+from controlplane.limits import MAX_BIGINT
 from controlplane.metrics.rollups import SHIFT, Plan, plan
 from workers.report.encoding import encode_value
-
-MAX_STEP = 2**63 - 1
 
 
 @dataclass(slots=True)
@@ -211,7 +210,7 @@ def _bounds(
 ) -> dict[int, tuple[int, int, int | None]]:
     """Per series with points in range: (first step, last step, point count), from the summary
     when the range covers the whole series, else from two index probes (count unknown)."""
-    lo, hi = (0 if start is None else start), (MAX_STEP if end is None else end)
+    lo, hi = (0 if start is None else start), (MAX_BIGINT if end is None else end)
     bounds: dict[int, tuple[int, int, int | None]] = {}
     narrowed = []
     for ref in refs:

@@ -24,12 +24,13 @@ from django.db import connection, transaction
 from controlplane import observability
 from controlplane.api import ApiError
 from controlplane.events import publish_on_commit
+from controlplane.limits import MAX_BIGINT
 from controlplane.metrics import merger, storage
 from workers.report.encoding import encode_value
 
 KEY_RE = re.compile(r"[\w./\- @:]+")
 MAX_KEY_LEN = 250
-MAX_STEP = 2**63 - 1
+MAX_STEP = MAX_BIGINT  # a step is a bigint column
 # Said for any step that is not one: a step past 2^64 arrives as a float (orjson), and
 # "required integer" for 2**70 sent the caller looking for the wrong mistake.
 STEP_RANGE = f"an integer from 0 to {MAX_STEP} (2^63-1)"

@@ -119,7 +119,7 @@ def test_too_many_requests_answer_429_with_retry_after(run: Run, run_client: API
 
 
 def test_a_user_token_and_a_run_token_with_one_id_have_their_own_budgets():
-    from controlplane.ratelimit import bucket
+    from controlplane.auth.ratelimit import bucket
     from controlplane.runs.models import RunToken
     from controlplane.teams.models import ApiToken
 
