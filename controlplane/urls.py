@@ -7,7 +7,7 @@ from controlplane.api import MAX_ID
 from controlplane.artifacts.api import RunArtifactDownloadView, RunArtifactsView
 from controlplane.checkpoints.api import CheckpointListView, RunCheckpointsView, RunSamplesView
 from controlplane.metrics.api import MetricKeysView, MetricsQueryView, MetricsView
-from controlplane.observability import metrics_view
+from controlplane.observability.collectors import metrics_view
 from controlplane.runs.api import (
     RecipeListView,
     RunCancelView,

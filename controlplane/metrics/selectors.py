@@ -56,7 +56,7 @@ def _series_of(cur: CursorWrapper, run_ids: list[int], keys: list[str] | None) -
     return [SeriesRef(*row) for row in cur.fetchall()]
 
 
-def metric_keys(*, run_id: int) -> list[dict[str, Any]]:
+def metric_keys_of_run(*, run_id: int) -> list[dict[str, Any]]:
     return [
         {
             "key": key,
@@ -164,7 +164,7 @@ class TooManySeries(ApiError):
         )
 
 
-def series_read(
+def series_of_runs(
     *,
     run_ids: list[int],
     keys: list[str] | None,
@@ -272,11 +272,11 @@ def _read_buckets(cur: CursorWrapper, plans: dict[int, Plan], out: dict[int, dic
     return {sid: out[sid]["count"] for sid in plans}
 
 
-def metrics_read(
+def series_of_run(
     *, run_id: int, keys: list[str] | None, max_points: int, start: int | None, end: int | None
 ) -> list[dict[str, Any]]:
     """One run's series (the shape of GET /runs/{id}/metrics: no "run" per series)."""
-    series = series_read(run_ids=[run_id], keys=keys, max_points=max_points, start=start, end=end)
+    series = series_of_runs(run_ids=[run_id], keys=keys, max_points=max_points, start=start, end=end)
     for entry in series:
         del entry["run"]
     return series

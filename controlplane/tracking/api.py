@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane import ratelimit
-from controlplane.metrics.services import Point
+from controlplane.metrics.wire import Point
 from controlplane.runs.models import TERMINAL, Run, RunToken
 from controlplane.runs.selectors import runs_visible_to
 from controlplane.teams.models import Role
