@@ -43,6 +43,8 @@ MIN_EPOCH_S, MAX_EPOCH_S = -62_135_596_800, 253_402_300_799
 
 @dataclass(frozen=True, slots=True)
 class Point:
+    """One metric point, as the other ways in (MLflow, import) hand it to metrics_ingest."""
+
     key: str
     step: int
     value: float
@@ -146,10 +148,11 @@ _TIME_TYPES = frozenset({type(None), str, int, float})
 
 
 def _parse_columns(raw: list[Any], now: int) -> PointBatch | None:
-    """The batch, read a column at a time (several times faster than point by point), when
-    every point is a plain one: an object with a valid key, an int step in range, a number
-    value and an optional valid time. None for anything else: the point-by-point loop then
-    converts what it can and names the bad point."""
+    """The batch read a column at a time (several times faster than point by point), or None.
+
+    Only plain batches qualify: every point an object with a valid key, an int step in range, a
+    number value and an optional valid time. For anything else the point-by-point loop converts
+    what it can and names the bad point."""
     try:
         keys = [p["key"] for p in raw]
         steps = [p["step"] for p in raw]
@@ -192,11 +195,12 @@ _BODY_SHAPE = (
 
 
 def parse_points(body: Any, *, max_points: int) -> PointBatch:
-    """Validate a batch, given as points, `{"points": [{"key", "step", "value", "time"?}]}`, or
-    as columns per series, `{"series": [{"key", "steps", "values", "times"? | "time"?}]}`
-    (several times cheaper to send and to read for large batches), or both. Points are read a
-    column at a time when every one is plain, else one by one, converting what is acceptable
-    and naming what is not."""
+    """The batch in `body`, validated; else an ApiError naming the first bad field.
+
+    Points come as `{"points": [{"key", "step", "value", "time"?}]}`, as columns per series,
+    `{"series": [{"key", "steps", "values", "times"? | "time"?}]}` (several times cheaper to send
+    and to read for large batches), or both. Plain points are read a column at a time; others
+    one by one, converting what is acceptable and naming what is not."""
     points = body.get("points") if isinstance(body, dict) else None
     series = body.get("series") if isinstance(body, dict) else None
     if (points is None and series is None) or not all(x is None or type(x) is list for x in (points, series)):

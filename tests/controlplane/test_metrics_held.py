@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 import random
 import sys
+from datetime import timedelta
 from decimal import Decimal, localcontext
 from typing import Any
 
 import numpy as np
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from controlplane.metrics import merger
 from controlplane.metrics.aggregate import EXACT, shortest_decimals
@@ -21,7 +23,9 @@ from controlplane.metrics.services import metrics_ingest
 from controlplane.metrics.storage import copy
 from controlplane.metrics.storage.series import Chunk
 from controlplane.metrics.wire import parse_points
-from controlplane.runs.models import Run
+from controlplane.runs.models import Run, RunStatus
+from controlplane.teams.models import Project
+from tests.conftest import Persona
 from tests.controlplane.test_metrics_api import assert_matches, brute_force, read, stored_rollups
 from workers.report.encoding import encode_value
 
@@ -224,3 +228,19 @@ def test_the_merger_holds_points_within_its_budget_and_drops_what_it_cannot_chai
     m._held, m._held_points, m._pending = {}, 0, set()
     m._requeue([1, 2], held)  # their rollups were busy: tried again with the same points
     assert m._held == held and m._pending == {1, 2} and m._held_points == 2 * (100 + merger.CHUNK_WEIGHT)
+
+
+def test_only_series_of_runs_going_or_ended_within_a_day_are_swept(owner: Persona, project: Project, run: Run) -> None:
+    """merger.series_pending_in_recent_runs: what the sweeper and the /metrics gauge look at."""
+    from controlplane.runs import services as run_services
+
+    recent, old = (
+        run_services.run_submit(user=owner.user, project=project.id, recipe="smoke", config={"steps": 3})
+        for _ in range(2)
+    )
+    now = timezone.now()
+    Run.objects.filter(id=recent.id).update(status=RunStatus.SUCCEEDED, finished_at=now - timedelta(hours=23))
+    Run.objects.filter(id=old.id).update(status=RunStatus.FAILED, finished_at=now - timedelta(hours=25))
+    ids = {r.id: MetricSeries.objects.create(run=r, key="k", count=1, last_step=0).id for r in (run, recent, old)}
+    with connection.cursor() as cur:
+        assert merger.series_pending_in_recent_runs(cur) == sorted([ids[run.id], ids[recent.id]])
