@@ -33,6 +33,8 @@ MAX_STEP = 2**63 - 1
 
 @dataclass(slots=True)
 class SeriesRef:
+    """A series as a read found it: its summary and its rollup mark."""
+
     id: int
     run_id: int
     key: str
@@ -44,6 +46,7 @@ class SeriesRef:
 
 
 def _series_of(cur: CursorWrapper, run_ids: list[int], keys: list[str] | None) -> list[SeriesRef]:
+    """The series of these runs (every key, or the named ones), ordered by run and key."""
     query = (
         "SELECT s.id, s.run_id, s.key, s.count, s.first_step, s.last_step, coalesce(m.levels, 0), m.rolled_step "
         "FROM metrics_metricseries s LEFT JOIN metrics_rollupmark m ON m.series_id = s.id WHERE s.run_id = ANY(%s)"
@@ -57,6 +60,7 @@ def _series_of(cur: CursorWrapper, run_ids: list[int], keys: list[str] | None) -
 
 
 def metric_keys_of_run(*, run_id: int) -> list[dict[str, Any]]:
+    """Every key of a run that has points, with its count, first and last step and last value."""
     return [
         {
             "key": key,

@@ -3,7 +3,8 @@
 A series' RollupMark says its rollups hold levels 1..levels and exactly its points up to
 `rolled_step`; reads take the raw points above it. Rolling up takes the series' rollup lock,
 an advisory lock, never its row lock, so it never makes an append wait. Callers that hold
-series rows take rollup locks after them, never before: nothing deadlocks.
+series rows take rollup locks after them, never before, and the merger only tries rollup locks
+and takes no row locks: nothing deadlocks.
 """
 
 from __future__ import annotations
