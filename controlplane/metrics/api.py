@@ -20,7 +20,7 @@ from controlplane.auth import ratelimit
 from controlplane.auth.access import accessible_run, run_write_state
 from controlplane.auth.policy import RunState, write_refusal
 from controlplane.limits import MAX_BIGINT
-from controlplane.metrics import selectors, services
+from controlplane.metrics import selectors, services, wire
 from controlplane.runs.selectors import runs_visible_to
 
 
@@ -127,7 +127,7 @@ def ingest_checked(
         raise refusal
     if (refusal := write_refusal(run_id, state(), timezone.now())) is not None:
         raise refusal
-    points = services.parse_points(body(), max_points=settings.METRICS_MAX_POINTS_PER_BATCH)
+    points = wire.parse_points(body(), max_points=settings.METRICS_MAX_POINTS_PER_BATCH)
     services.metrics_ingest(run_id=run_id, points=points)
     return len(points)
 
@@ -159,8 +159,8 @@ class MetricsView(APIView):
                 int_schema(1, settings.METRICS_MAX_READ_POINTS),
                 description="Buckets per series (1..BARREL_METRICS_MAX_READ_POINTS; default 1000)",
             ),
-            OpenApiParameter("start", int_schema(0, services.MAX_STEP), description="First step (inclusive)"),
-            OpenApiParameter("end", int_schema(0, services.MAX_STEP), description="Last step (inclusive)"),
+            OpenApiParameter("start", int_schema(0, wire.MAX_STEP), description="First step (inclusive)"),
+            OpenApiParameter("end", int_schema(0, wire.MAX_STEP), description="Last step (inclusive)"),
         ],
         responses=inline_serializer("MetricSeriesList", {"run": serializers.IntegerField(), "series": _SERIES}),
         summary="Downsampled series: per bucket min, max, mean and last",
@@ -170,10 +170,10 @@ class MetricsView(APIView):
         raw_keys = request.query_params.get("keys")
         keys = [k for k in raw_keys.split(",") if k] if raw_keys else None
         max_points = query_int(request, "max_points", lo=1, hi=settings.METRICS_MAX_READ_POINTS, default=1000)
-        start = query_int(request, "start", lo=0, hi=services.MAX_STEP)
-        end = query_int(request, "end", lo=0, hi=services.MAX_STEP)
+        start = query_int(request, "start", lo=0, hi=wire.MAX_STEP)
+        end = query_int(request, "end", lo=0, hi=wire.MAX_STEP)
         assert max_points is not None
-        series = selectors.metrics_read(run_id=run.id, keys=keys, max_points=max_points, start=start, end=end)
+        series = selectors.series_of_run(run_id=run.id, keys=keys, max_points=max_points, start=start, end=end)
         return Response({"run": run.id, "series": series})
 
 
@@ -201,7 +201,7 @@ class MetricKeysView(APIView):
     )
     def get(self, request: Request, run_id: int) -> Response:
         run = accessible_run(request, run_id)
-        return Response({"keys": selectors.metric_keys(run_id=run.id)})
+        return Response({"keys": selectors.metric_keys_of_run(run_id=run.id)})
 
 
 class MetricsQueryIn(InputSerializer):
@@ -212,7 +212,7 @@ class MetricsQueryIn(InputSerializer):
         help_text="Run ids (1..100 of them).",
     )
     keys = serializers.ListField(
-        child=serializers.CharField(max_length=services.MAX_KEY_LEN),
+        child=serializers.CharField(max_length=wire.MAX_KEY_LEN),
         required=False,
         max_length=1000,
         help_text="Keys to read; every key of every run when omitted.",
@@ -223,8 +223,8 @@ class MetricsQueryIn(InputSerializer):
         default=1000,
         help_text="Buckets per series (at most BARREL_METRICS_MAX_READ_POINTS).",
     )
-    start = serializers.IntegerField(min_value=0, max_value=services.MAX_STEP, required=False)
-    end = serializers.IntegerField(min_value=0, max_value=services.MAX_STEP, required=False)
+    start = serializers.IntegerField(min_value=0, max_value=wire.MAX_STEP, required=False)
+    end = serializers.IntegerField(min_value=0, max_value=wire.MAX_STEP, required=False)
 
 
 class MetricsQueryView(APIView):
@@ -271,7 +271,7 @@ class MetricsQueryView(APIView):
                 status_code=404,
                 fields={"runs": [f"not found: {', '.join(map(str, missing))}"]},
             )
-        out = selectors.series_read(
+        out = selectors.series_of_runs(
             run_ids=wanted,
             keys=data.get("keys"),
             max_points=max_points,

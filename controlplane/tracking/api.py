@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from controlplane.auth import policy, ratelimit
 from controlplane.auth.access import may_write
-from controlplane.metrics.services import Point
+from controlplane.metrics.wire import Point
 from controlplane.runs.models import Run, RunToken
 from controlplane.runs.selectors import runs_visible_to
 from controlplane.tracking import selectors, services, wire
