@@ -20,7 +20,7 @@ from controlplane.metrics.models import MetricSeries
 from controlplane.metrics.services import metrics_ingest, parse_points
 from controlplane.metrics.storage import Chunk
 from controlplane.runs.models import Run
-from tests.controlplane.test_metrics_api import assert_matches, brute_force, read, stored_rollups
+from tests.controlplane.metrics.test_api import assert_matches, brute_force, read, stored_rollups
 from workers.report.encoding import encode_value
 
 pytestmark = pytest.mark.django_db
