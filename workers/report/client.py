@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from workers.report.encoding import EncodedPoint, as_columns
+from workers.wire import EncodedPoint, as_columns
 
 USER_AGENT = "barrel-worker/0.1"
 # A server may ask for a long pause; an absurd value should not park the reporter for a day.

@@ -48,9 +48,9 @@ from workers.report.client import (
     backoff_delay,
     deliver,
 )
-from workers.report.encoding import EncodedPoint, batches, encode_point, encode_value, to_float
 from workers.report.records import RecordSender
 from workers.report.spool import Spool, spool_path
+from workers.wire import EncodedPoint, batches, encode_point, encode_value, to_float
 
 log = logging.getLogger("barrel.report")
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from workers.report.client import ApiClient, Verdict, backoff_delay, deliver
-from workers.report.encoding import EncodedPoint
+from workers.wire import EncodedPoint
 
 log = logging.getLogger("barrel.report")
 

@@ -31,10 +31,10 @@ from workers.report.client import (
     deliver,
     parse_retry_after,
 )
-from workers.report.encoding import EncodedPoint, as_columns, batches, decode_value, encode_point, encode_value
 from workers.report.replay import replay_spool
 from workers.report.reporter import Reporter
 from workers.report.spool import HEADER, Spool, frame, spool_path
+from workers.wire import EncodedPoint, as_columns, batches, decode_value, encode_point, encode_value
 
 
 def closed_port_url() -> str:
