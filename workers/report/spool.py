@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from workers.report.client import ApiClient, Verdict, backoff_delay, deliver
+from workers.report.backoff import backoff_delay
+from workers.report.client import ApiClient, Verdict, deliver
 from workers.wire import EncodedPoint
 
 log = logging.getLogger("barrel.report")
