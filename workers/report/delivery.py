@@ -67,6 +67,8 @@ def error_text(outcome: Outcome) -> str:
 
 
 class DeliveryLoop:
+    """The queue, the spool writer and the sender, and the counts ``ReporterStats`` shows."""
+
     def __init__(
         self,
         *,
@@ -241,6 +243,7 @@ class DeliveryLoop:
     # ------------------------------------------------------------------ writer thread: queue → spool
 
     def _write_loop(self) -> None:
+        """The writer thread: a round every flush interval, or sooner when woken; never the network."""
         try:
             next_round = time.monotonic() + self.flush_interval_s
             while True:
@@ -295,6 +298,7 @@ class DeliveryLoop:
     # ------------------------------------------------------------------ sender thread: spool → server
 
     def _send_loop(self) -> None:
+        """The sender thread: send the spool whenever woken or due; a round that raises is retried."""
         errors = 0
         try:
             while True:
@@ -329,6 +333,7 @@ class DeliveryLoop:
             return timeout
 
     def _should_exit(self) -> bool:
+        """After close(): done when everything is delivered, or at the deadline."""
         with self._lock:
             if self._abandoned:
                 return True

@@ -55,6 +55,8 @@ log = logging.getLogger("barrel.report")
 
 
 class Reporter:
+    """Metrics from training code to the control plane: ``log()`` never blocks, ``close()`` says what is left."""
+
     def __init__(
         self,
         api_url: str,

@@ -17,6 +17,8 @@ EVERY = 100
 
 
 class ThrottledWarnings:
+    """Counts per key, so each warning is logged a bounded number of times."""
+
     def __init__(self, logger: logging.Logger) -> None:
         self._log = logger
         self._lock = threading.Lock()

@@ -78,6 +78,8 @@ class ScoredChunk:
 
 
 class RolloutWorker:
+    """Generates groups of responses with an engine (torch or vLLM) on the weights it was given."""
+
     def __init__(
         self,
         *,
@@ -117,6 +119,8 @@ class RolloutWorker:
 
 
 class RewardWorker:
+    """Decodes and scores responses with the task's reward functions."""
+
     def __init__(
         self,
         *,
@@ -225,6 +229,8 @@ def _param_delta_norm(before: dict[str, torch.Tensor], model: Any) -> float:
 
 @dataclass(frozen=True)
 class PPOSettings:
+    """The update's hyperparameters, as ``train_step`` receives them."""
+
     clip_eps: float
     kl_coef: float
     ppo_epochs: int

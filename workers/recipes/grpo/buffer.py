@@ -32,6 +32,8 @@ class ObjectStore(Protocol):
 
 
 class RayStore:
+    """The object store of the Ray cluster the driver runs in."""
+
     def wait(self, refs: list[Any], *, num_returns: int, timeout: float | None = None) -> tuple[list[Any], list[Any]]:
         ready, pending = ray.wait(refs, num_returns=num_returns, timeout=timeout)
         return list(ready), list(pending)
@@ -51,6 +53,8 @@ class Batch:
 
 
 class AsyncBuffer:
+    """Chunks in flight (in launch order) and scored groups ready, oldest first."""
+
     def __init__(
         self,
         *,

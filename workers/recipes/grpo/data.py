@@ -28,6 +28,7 @@ class PromptStream:
         self._order: list[int] = []
 
     def take(self, n: int) -> list[Prompt]:
+        """The next ``n`` prompts; a new epoch starts a new permutation."""
         out = []
         for _ in range(n):
             epoch, index = divmod(self.position, len(self.prompts))

@@ -22,6 +22,8 @@ class Footprint:
 
 @dataclass(frozen=True)
 class ResourcePlan:
+    """Every actor's footprint, and the device trainer and reference compute on."""
+
     rollout: Footprint  # each of rollout.workers
     reward: Footprint  # each of reward.workers
     trainer: Footprint

@@ -62,6 +62,8 @@ def eval_sets(task: Task) -> dict[str, list[Prompt]]:
 
 
 class GRPORun:
+    """One GRPO run in the driver: set-up in ``__init__`` and ``run``, then the loop."""
+
     def __init__(self, config: GRPOConfig, ctx: RunContext) -> None:
         self.config = config
         self.ctx = ctx
@@ -145,6 +147,7 @@ class GRPORun:
         return reference_path
 
     def sync_weights(self, version: int, *, wait: bool) -> float:
+        """Put the trainer's weights in the object store once and load them on every engine; seconds taken."""
         started = time.perf_counter()
         state = self.trainer.state.remote()
         loads = [w.load_weights.remote(state, version) for w in self.actors.rollout]
@@ -185,6 +188,7 @@ class GRPORun:
     # ------------------------------------------------------------------ modes
 
     def run_sync(self) -> None:
+        """Each step generates and scores fresh prompts on the current weights, then trains on them."""
         config = self.config
         size = config.rollout.chunk_prompts
         while self.step < config.steps:
@@ -200,6 +204,7 @@ class GRPORun:
             self.train(groups, dropped=0, started=started, wait_s=wait_s, depth=depth)
 
     def run_async(self) -> None:
+        """Generation goes on while the trainer trains; each step takes what the buffer has ready."""
         config = self.config
         algorithm = config.algorithm
         size = config.rollout.chunk_prompts
@@ -218,6 +223,7 @@ class GRPORun:
             self.train(batch.groups, dropped=batch.dropped, started=started, wait_s=batch.wait_s, depth=batch.depth)
 
     def before_step(self) -> None:
+        """``fail_at_step``: raise on purpose, to test failure handling; a resumed attempt does not."""
         if self.config.fail_at_step == self.step and self.ctx.resume_from is None:
             raise RuntimeError(f"grpo recipe failing on purpose at step {self.step} (fail_at_step)")
 
@@ -307,6 +313,7 @@ class GRPORun:
     # ------------------------------------------------------------------ side outputs
 
     def keep_samples(self, groups: list[list[dict[str, Any]]], step: int) -> None:
+        """Send the first sample of the first ``samples_per_step`` groups, for people to read."""
         n = self.config.samples_per_step
         if n == 0:
             return
@@ -347,6 +354,7 @@ class GRPORun:
         self.log.info("eval at step %d: %s", step, ", ".join(f"{k}={v:.3f}" for k, v in metrics.items()))
 
     def checkpoint(self, step: int, metrics: dict[str, float] | None = None) -> float:
+        """Save the policy with what a resume needs, and register it; seconds the save took."""
         path = self.ckpt_root / f"step-{step:08d}"
         meta = {
             "step": step,
@@ -364,6 +372,7 @@ class GRPORun:
 
 
 def run(config: GRPOConfig, ctx: RunContext) -> None:
+    """The recipe's runner (``RECIPES['grpo'].runner``)."""
     if not ray.is_initialized():
         ray.init()
     psutil.cpu_percent(interval=None)  # prime: the first reading is meaningless

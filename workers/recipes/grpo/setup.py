@@ -38,6 +38,7 @@ def tiny_spec(config: GRPOConfig) -> dict[str, Any] | None:
 
 
 def resolve_model_path(config: GRPOConfig) -> str:
+    """``model.path`` checked, or the tiny model built (once) from its spec."""
     if config.model.path:
         path = Path(config.model.path).expanduser()
         if not (path / "config.json").is_file():
@@ -52,6 +53,7 @@ def resolve_model_path(config: GRPOConfig) -> str:
 
 
 def checkpoint_root(config: GRPOConfig, run_id: str) -> Path:
+    """Where this run's checkpoints go: the config's dir, ``BARREL_CHECKPOINT_DIR`` or ~/.barrel."""
     base = (
         config.checkpoint.dir or os.environ.get("BARREL_CHECKPOINT_DIR") or str(Path.home() / ".barrel" / "checkpoints")
     )
@@ -79,6 +81,8 @@ def task_spec(config: GRPOConfig) -> dict[str, Any]:
 
 @dataclass
 class Actors:
+    """Ray actor handles of the rollout and reward workers, and of the reference policy."""
+
     rollout: list[Any]
     reward: list[Any]
     reference: Any | None
