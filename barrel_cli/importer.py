@@ -22,7 +22,7 @@ from barrel_cli import metric_logs, tfevents
 from barrel_cli.client import Api
 from barrel_cli.errors import EXIT_USAGE, ApiError, CliError
 from barrel_cli.watch import Display
-from workers.report.encoding import as_columns, encode_value  # encode_value: the wire form of NaN, ±Infinity
+from workers.wire import as_columns, encode_value  # encode_value: the wire form of NaN, ±Infinity
 
 FORMATS = ("auto", "tensorboard", "jsonl")
 # The control plane's default limits are 50,000 points and 16 MB a request; 20,000 points of

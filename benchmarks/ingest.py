@@ -74,7 +74,7 @@ from benchmarks.common import (
 from benchmarks.mlflow_server import SKIPPED, MlflowServer, add_mlflow_option, barrel_tracking_uri, mlflow_run, stacks
 from controlplane.devstack import Stack
 from workers.report.client import ApiClient, Verdict
-from workers.report.encoding import encode_point
+from workers.wire import encode_point
 
 ISO = datetime.now(UTC).isoformat(timespec="milliseconds")
 

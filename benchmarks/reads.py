@@ -48,7 +48,7 @@ from benchmarks.common import (
 )
 from benchmarks.mlflow_server import SKIPPED, MlflowServer, add_mlflow_option, barrel_tracking_uri, mlflow_run, stacks
 from controlplane.devstack import Stack
-from workers.report.encoding import decode_value
+from workers.wire import decode_value
 
 # One get-history page on both servers (MLflow's client asks for 25,000; Barrel serves as many).
 HISTORY_PAGE = 25_000

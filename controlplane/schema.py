@@ -40,7 +40,7 @@ class ProjectRefFieldSchema(OpenApiSerializerFieldExtension):
 
 class WireFloatSchema(OpenApiSerializerFieldExtension):
     """A float in an answer: a number, or one of the strings non-finite values travel as
-    (the API's description says so; workers.report.encoding writes them). Requests keep
+    (the API's description says so; workers.wire writes them). Requests keep
     `number`: the strings are accepted there too, but no client needs to be told."""
 
     target_class = "rest_framework.fields.FloatField"

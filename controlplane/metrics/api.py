@@ -33,7 +33,7 @@ class LenientJSONParser(JSONParser):
 
 class FastJSONRenderer(BaseRenderer):
     """Series responses are long float arrays; orjson writes them several times faster.
-    Non-finite floats are already strings here (workers.report.encoding)."""
+    Non-finite floats are already strings here (workers.wire)."""
 
     media_type = "application/json"
     format = "json"

@@ -27,7 +27,7 @@ from django.db.backends.utils import CursorWrapper
 from controlplane.api import ApiError
 from controlplane.limits import MAX_BIGINT
 from controlplane.metrics.rollups import SHIFT, Plan, plan
-from workers.report.encoding import encode_value
+from workers.wire import encode_value
 
 
 @dataclass(slots=True)

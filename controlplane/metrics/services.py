@@ -24,7 +24,7 @@ from controlplane.metrics.storage.points import Points, changed_points, copy_poi
 from controlplane.metrics.storage.series import create_series, lock_series, summarize
 from controlplane.metrics.wire import Point, PointBatch
 from controlplane.observability import counters
-from workers.report.encoding import encode_value
+from workers.wire import encode_value
 
 
 def _points_event(run_id: int, points: PointBatch | list[tuple[str, int, float]]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from controlplane.tracking import filters, wire
 from controlplane.tracking.errors import invalid, not_found
 from controlplane.tracking.models import RunDeletion, RunParam, RunTag
 from controlplane.tracking.status import TO_MLFLOW
-from workers.report.encoding import encode_value
+from workers.wire import encode_value
 
 # MLflow rejects larger search pages (SEARCH_MAX_RESULTS_THRESHOLD).
 SEARCH_MAX_RESULTS = 50_000

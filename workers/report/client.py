@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import enum
 import json
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +24,8 @@ from typing import Any
 
 import httpx
 
-from workers.report.encoding import EncodedPoint, as_columns
+from workers.report.backoff import backoff_delay
+from workers.wire import EncodedPoint, as_columns
 
 USER_AGENT = "barrel-worker/0.1"
 # A server may ask for a long pause; an absurd value should not park the reporter for a day.
@@ -140,13 +140,6 @@ def classify_exception(exc: Exception) -> Outcome:
         None,
         f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
     )
-
-
-def backoff_delay(failures: int, *, base_s: float, cap_s: float, rng: random.Random | None = None) -> float:
-    """Exponential backoff with "equal jitter": half fixed, half random, capped at ``cap_s``."""
-    exp = min(cap_s, base_s * float(2 ** max(0, min(failures - 1, 30))))
-    jitter: float = (rng or random).uniform(0, exp / 2)
-    return exp / 2 + jitter
 
 
 class ApiClient:

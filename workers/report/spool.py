@@ -43,8 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from workers.report.client import ApiClient, Verdict, backoff_delay, deliver
-from workers.report.encoding import EncodedPoint
+from workers.report.backoff import backoff_delay
+from workers.report.client import ApiClient, Verdict, deliver
+from workers.wire import EncodedPoint
 
 log = logging.getLogger("barrel.report")
 

@@ -17,7 +17,7 @@ from controlplane.metrics.rollups import levels_for
 from controlplane.runs.models import Run, RunStatus
 from controlplane.runs.services import transition
 from tests.conftest import Persona
-from workers.report.encoding import encode_value
+from workers.wire import encode_value
 
 pytestmark = pytest.mark.django_db
 

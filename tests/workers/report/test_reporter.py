@@ -22,19 +22,19 @@ import httpx
 import pytest
 
 from workers.report import replay as replay_module
+from workers.report.backoff import backoff_delay
 from workers.report.client import (
     Outcome,
     Verdict,
-    backoff_delay,
     classify_exception,
     classify_response,
     deliver,
     parse_retry_after,
 )
-from workers.report.encoding import EncodedPoint, as_columns, batches, decode_value, encode_point, encode_value
 from workers.report.replay import replay_spool
 from workers.report.reporter import Reporter
 from workers.report.spool import HEADER, Spool, frame, spool_path
+from workers.wire import EncodedPoint, as_columns, batches, decode_value, encode_point, encode_value
 
 
 def closed_port_url() -> str:
@@ -419,14 +419,15 @@ def test_log_never_raises_on_bad_input_and_counts_what_it_drops(tmp_path: Path) 
 
 def test_a_dead_writer_thread_does_not_break_log(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     reporter = make_reporter(tmp_path)
-    real_round = reporter._write_round
+    delivery = reporter._delivery
+    real_round = delivery.write_round
 
     def crash() -> None:
-        if threading.current_thread() is reporter._writer:
+        if threading.current_thread() is delivery.writer:
             raise SystemExit("simulated death of the writer thread")
         real_round()
 
-    reporter._write_round = crash  # type: ignore[method-assign]
+    delivery.write_round = crash  # type: ignore[method-assign]
     reporter.log({"a": 1.0}, 1)  # wakes the writer, which dies on its next round
     with caplog.at_level(logging.ERROR, logger="barrel.report"):
         assert wait_until(lambda: not reporter.stats.thread_alive)

@@ -17,8 +17,8 @@ from controlplane.metrics.models import MetricPoint, MetricSeries
 from controlplane.runs.models import Run
 from tests.conftest import run_token_for
 from tests.workers.report.test_reporter import BlackHole, records_of
-from workers.report.encoding import encode_point
 from workers.report.spool import Spool, replay_spool, spool_path
+from workers.wire import encode_point
 
 FLUSH_S = 0.25
 # A round takes a moment after its interval (draining, encoding, one write): on a loaded machine

@@ -13,7 +13,6 @@ import math
 import os
 import random
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import torch
 from workers.engines.base import Generation, SamplingSpec, pad_token_id
 from workers.models.tiny import materialise
 from workers.recipes.grpo import algo
+from workers.recipes.grpo import metrics as grpo_metrics
 from workers.rewards import build_task
 from workers.rewards.base import Completion, RewardContext
 
@@ -78,6 +78,8 @@ class ScoredChunk:
 
 
 class RolloutWorker:
+    """Generates groups of responses with an engine (torch or vLLM) on the weights it was given."""
+
     def __init__(
         self,
         *,
@@ -117,6 +119,8 @@ class RolloutWorker:
 
 
 class RewardWorker:
+    """Decodes and scores responses with the task's reward functions."""
+
     def __init__(
         self,
         *,
@@ -223,6 +227,27 @@ def _param_delta_norm(before: dict[str, torch.Tensor], model: Any) -> float:
     return math.sqrt(num) / math.sqrt(den) if den > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class PPOSettings:
+    """The update's hyperparameters, as ``train_step`` receives them."""
+
+    clip_eps: float
+    kl_coef: float
+    ppo_epochs: int
+    mini_batches: int
+    max_grad_norm: float
+
+
+@dataclass(frozen=True)
+class _Targets:
+    """What a PPO update moves towards, one row per sample (index them by mini-batch)."""
+
+    old_logp: torch.Tensor
+    advantages: torch.Tensor
+    tis_weights: torch.Tensor
+    ref_logp: torch.Tensor | None
+
+
 class Trainer:
     """Owns the policy and its optimizer; keeps the last few weight versions so it can recompute
     log-probs on the exact version each sample was generated with (mismatch/engine_kl)."""
@@ -322,16 +347,66 @@ class Trainer:
         tis_cap: float | None,
         step: int,
     ) -> dict[str, float]:
+        """One GRPO update on ``groups`` (a prompt's samples each); returns the update's metrics.
+
+        1. Pack the samples; advantages are rewards relative to their group.
+        2. Old log-probs, each sample on the weights it was generated with.
+        3. How far engine, old and current policy disagree (``mismatch/*``, the TIS weights).
+        4. PPO epochs over shuffled mini-batches; the new weights become the next version.
+        """
         samples = [s for g in groups for s in g]
-        group_size = len(groups[0])
         rewards = torch.tensor([[s["reward"] for s in g] for g in groups], dtype=torch.float32)
         adv_groups, zero_std = algo.group_advantages(rewards)
         batch = algo.pack(samples, self.pad_id).to(self.device)
-        mask = batch.response_mask
-        advantages = adv_groups.flatten().to(self.device)[:, None] * mask
+        advantages = adv_groups.flatten().to(self.device)[:, None] * batch.response_mask
 
-        # Old log-probs: each sample on the weights it was generated with; and the current policy.
         started = time.perf_counter()
+        current, old = self._old_logprobs(batch)
+        old_logprob_s = time.perf_counter() - started
+        mismatch, tis_weights = algo.mismatch_metrics(
+            engine_logp=batch.engine_logp, old_logp=old, current_logp=current, mask=batch.response_mask, tis_cap=tis_cap
+        )
+        targets = _Targets(
+            old_logp=old,
+            advantages=advantages,
+            tis_weights=tis_weights,
+            ref_logp=ref[0].to(self.device) if ref is not None else None,
+        )
+
+        started = time.perf_counter()
+        before = self.history[self.version]
+        stats = self._ppo_epochs(
+            batch,
+            targets,
+            PPOSettings(clip_eps, kl_coef, ppo_epochs, mini_batches, max_grad_norm),
+            step=step,
+        )
+        update_norm = _param_delta_norm(before, self.model)
+        self._keep_version()
+        train_s = time.perf_counter() - started
+
+        metrics = grpo_metrics.update_metrics(
+            stats, update_norm=update_norm, lr=self.optimizer.param_groups[0]["lr"], with_ref=ref is not None
+        )
+        metrics.update(mismatch)
+        metrics.update(algo.reward_metrics(rewards, zero_std, grpo_metrics.reward_parts(samples)))
+        metrics.update(grpo_metrics.response_metrics(samples))
+        metrics.update(
+            {
+                "time/old_logprob_s": old_logprob_s,
+                "time/train_s": train_s,
+                "train/tokens": batch.tokens,
+                "train/group_size": float(len(groups[0])),
+            }
+        )
+        if ref is not None:
+            metrics["time/ref_logprob_s"] = ref[1]
+        metrics["system/trainer_rss_gb"] = _rss_gb()
+        metrics.update(self._gpu_metrics())
+        return metrics
+
+    def _old_logprobs(self, batch: algo.PackedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The current policy's log-probs, and each sample's on the weights it was generated with."""
         with torch.no_grad():
             self.model.eval()
             current, _ = algo.token_logprobs(self.model, batch, temperature=self.temperature)
@@ -343,84 +418,70 @@ class Trainer:
                 logp, _ = algo.token_logprobs(self._model_at(version), batch.rows(rows), temperature=self.temperature)
                 old[rows] = logp
             self.model.train()
-        old_logprob_s = time.perf_counter() - started
-        mismatch, tis_weights = algo.mismatch_metrics(
-            engine_logp=batch.engine_logp, old_logp=old, current_logp=current, mask=mask, tis_cap=tis_cap
-        )
-        ref_logp = ref[0].to(self.device) if ref is not None else None
+        return current, old
 
-        started = time.perf_counter()
-        before = self.history[self.version]
+    def _ppo_epochs(
+        self, batch: algo.PackedBatch, targets: _Targets, settings: PPOSettings, *, step: int
+    ) -> dict[str, list[float]]:
+        """``ppo_epochs`` passes over the batch in mini-batches; each figure of each mini-batch.
+
+        The shuffle is seeded by the step, so a resumed run shuffles as the uninterrupted one did.
+        """
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
-        stats: dict[str, list[float]] = {
-            k: [] for k in ("loss", "clip_frac", "approx_kl", "kl_ref", "entropy", "grad_norm")
-        }
-        n = len(samples)
-        for _ in range(ppo_epochs):
+        stats: dict[str, list[float]] = {k: [] for k in grpo_metrics.UPDATE_STATS}
+        n = len(batch.versions)
+        for _ in range(settings.ppo_epochs):
             order = torch.randperm(n, generator=gen)
-            for chunk in torch.chunk(order, min(mini_batches, n)):
-                idx = chunk.to(self.device)
-                mb = batch.rows(idx)
-                logp, entropy = algo.token_logprobs(self.model, mb, temperature=self.temperature, with_entropy=True)
-                assert entropy is not None
-                parts = algo.ppo_loss(
-                    logp=logp,
-                    old_logp=old[idx],
-                    advantages=advantages[idx],
-                    mask=mb.response_mask,
-                    clip_eps=clip_eps,
-                    tis_weights=tis_weights[idx],
-                    entropy=entropy,
-                    ref_logp=ref_logp[idx] if ref_logp is not None else None,
-                    kl_coef=kl_coef,
-                )
-                self.optimizer.zero_grad(set_to_none=True)
-                parts.loss.backward()  # type: ignore[no-untyped-call]
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_grad_norm)
-                self.optimizer.step()
+            for chunk in torch.chunk(order, min(settings.mini_batches, n)):
+                parts, grad_norm = self._ppo_update(batch, chunk.to(self.device), targets, settings)
                 stats["loss"].append(float(parts.loss.detach()))
                 stats["clip_frac"].append(parts.clip_frac)
                 stats["approx_kl"].append(parts.approx_kl)
                 stats["kl_ref"].append(parts.kl_ref)
                 stats["entropy"].append(parts.entropy)
-                stats["grad_norm"].append(float(grad_norm))
-        update_norm = _param_delta_norm(before, self.model)
+                stats["grad_norm"].append(grad_norm)
+        return stats
+
+    def _ppo_update(
+        self, batch: algo.PackedBatch, idx: torch.Tensor, targets: _Targets, settings: PPOSettings
+    ) -> tuple[algo.LossParts, float]:
+        """One optimizer step on the rows ``idx``; returns the loss's parts and the gradient norm."""
+        mb = batch.rows(idx)
+        logp, entropy = algo.token_logprobs(self.model, mb, temperature=self.temperature, with_entropy=True)
+        assert entropy is not None
+        parts = algo.ppo_loss(
+            logp=logp,
+            old_logp=targets.old_logp[idx],
+            advantages=targets.advantages[idx],
+            mask=mb.response_mask,
+            clip_eps=settings.clip_eps,
+            tis_weights=targets.tis_weights[idx],
+            entropy=entropy,
+            ref_logp=targets.ref_logp[idx] if targets.ref_logp is not None else None,
+            kl_coef=settings.kl_coef,
+        )
+        self.optimizer.zero_grad(set_to_none=True)
+        parts.loss.backward()  # type: ignore[no-untyped-call]
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), settings.max_grad_norm)
+        self.optimizer.step()
+        return parts, float(grad_norm)
+
+    def _keep_version(self) -> None:
+        """The updated weights become the next version; versions older than ``keep_versions`` go."""
         self.version += 1
         self.history[self.version] = self._snapshot()
         for old_version in [v for v in self.history if v <= self.version - self.keep_versions]:
             del self.history[old_version]
-        train_s = time.perf_counter() - started
 
-        lengths = [len(s["response_ids"]) for s in samples]
-        metrics: dict[str, float] = {f"policy/{k}": sum(v) / len(v) for k, v in stats.items()}
-        metrics["policy/grad_norm"] = max(stats["grad_norm"])
-        metrics["policy/update_norm"] = update_norm
-        metrics["policy/lr"] = self.optimizer.param_groups[0]["lr"]
-        if ref is None:
-            del metrics["policy/kl_ref"]
-        metrics.update(mismatch)
-        metrics.update(algo.reward_metrics(rewards, zero_std, _parts(samples)))
-        metrics.update(
-            {
-                "response_length/mean": sum(lengths) / len(lengths),
-                "response_length/max": float(max(lengths)),
-                "response_length/min": float(min(lengths)),
-                "response_length/clip_frac": sum(1 for s in samples if s["truncated"]) / len(samples),
-                "time/old_logprob_s": old_logprob_s,
-                "time/train_s": train_s,
-                "train/tokens": float(mask.sum()),
-                "train/group_size": float(group_size),
-            }
-        )
-        if ref is not None:
-            metrics["time/ref_logprob_s"] = ref[1]
-        metrics["system/trainer_rss_gb"] = _rss_gb()
-        if self.device.type == "cuda":
-            metrics["system/gpu_mem_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
-            try:
-                metrics["system/gpu_util"] = float(torch.cuda.utilization(self.device))
-            except Exception:  # noqa: BLE001, S110 — needs NVML (pynvml); the figure is optional
-                pass
+    def _gpu_metrics(self) -> dict[str, float]:
+        """Peak GPU memory and utilisation, on a GPU only."""
+        if self.device.type != "cuda":
+            return {}
+        metrics = {"system/gpu_mem_gb": torch.cuda.max_memory_allocated(self.device) / 2**30}
+        try:
+            metrics["system/gpu_util"] = float(torch.cuda.utilization(self.device))
+        except Exception:  # noqa: BLE001, S110 — needs NVML (pynvml); the figure is optional
+            pass
         return metrics
 
     # -------------------------------------------------------------- eval
@@ -482,11 +543,3 @@ class Trainer:
                 digest.update(key.encode())
                 digest.update(tensor.detach().cpu().float().numpy().tobytes())
         return digest.hexdigest()[:16]
-
-
-def _parts(samples: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
-    parts: dict[str, list[float]] = {}
-    for s in samples:
-        for name, value in s["parts"].items():
-            parts.setdefault(name, []).append(value)
-    return parts

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from workers.recipes.grpo.metrics import percentile
+
 
 def k3(log_ratio: torch.Tensor) -> torch.Tensor:
     """Per-token k3 KL estimate from ``log r``; ≥ 0, and 0 exactly when r = 1."""
@@ -189,17 +191,6 @@ def ppo_loss(
             kl_ref=masked_mean(kl_ref_tok.detach(), mask) if kl_ref_tok is not None else 0.0,
             entropy=masked_mean(entropy.detach(), mask),
         )
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default), without numpy."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    low = math.floor(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def reward_metrics(rewards: torch.Tensor, zero_std: torch.Tensor, parts: dict[str, list[float]]) -> dict[str, float]:

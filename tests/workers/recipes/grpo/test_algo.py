@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from workers.recipes.grpo import algo
+from workers.recipes.grpo import metrics as grpo_metrics
 
 
 def test_k3_is_zero_only_at_ratio_one_and_matches_its_formula():
@@ -85,9 +86,9 @@ def test_ppo_loss_clips_ratios_that_moved_past_the_range_in_the_advantage_direct
 def test_percentile_matches_statistics_inclusive_quantiles():
     values = [0.3, 0.1, 0.9, 0.5, 0.7, 0.2]
     deciles = statistics.quantiles(values, n=10, method="inclusive")
-    assert algo.percentile(values, 10) == pytest.approx(deciles[0])
-    assert algo.percentile(values, 90) == pytest.approx(deciles[-1])
-    assert algo.percentile(values, 50) == pytest.approx(statistics.median(values))
+    assert grpo_metrics.percentile(values, 10) == pytest.approx(deciles[0])
+    assert grpo_metrics.percentile(values, 90) == pytest.approx(deciles[-1])
+    assert grpo_metrics.percentile(values, 50) == pytest.approx(statistics.median(values))
 
 
 def _ppo_stats(logp: torch.Tensor, old_logp: torch.Tensor) -> algo.LossParts:

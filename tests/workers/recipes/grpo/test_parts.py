@@ -13,7 +13,7 @@ from workers.engines.base import SamplingSpec
 from workers.engines.vllm_engine import vllm_available
 from workers.models.tiny import TinySpec, ensure_tiny_model
 from workers.recipes.grpo import actors, algo
-from workers.recipes.grpo.run import PromptStream
+from workers.recipes.grpo.data import PromptStream
 from workers.rewards.arithmetic import ArithmeticTask
 from workers.rewards.base import Completion, RewardContext
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from workers.recipes.grpo.config import GRPOConfig
-from workers.recipes.grpo.run import Footprint, check_resources, plan_resources
+from workers.recipes.grpo.resources import Footprint, check_resources, plan_resources
 
 CPU_NODE = {"CPU": 8.0}
 ONE_GPU = {"CPU": 8.0, "GPU": 1.0}

@@ -1,4 +1,6 @@
-"""Turning metric points into the JSON the control plane ingests.
+"""The wire form of metric points, shared by the reporter, the CLI and the control plane.
+
+Standard library only: the web process imports it without the reporter, httpx or the spool.
 
 JSON has no NaN or Infinity, and a diverging run is exactly when those values matter, so they
 travel as the strings the API accepts: "NaN", "Infinity", "-Infinity".
@@ -11,8 +13,17 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
+# What the ingest endpoint accepts (``POST /runs/{id}/metrics``): a key of at most this many
+# characters, a step from 0 to a signed 64-bit integer's maximum, and (by default) at most this
+# many points in one request.
+MAX_KEY_LEN = 250
+MAX_STEP = 2**63 - 1
+MAX_POINTS_PER_BATCH = 50_000
+
 
 class EncodedPoint(TypedDict):
+    """One point as the reporter spools and sends it."""
+
     key: str
     step: int
     value: float | str
@@ -43,6 +54,7 @@ def to_float(value: Any) -> float:
 
 
 def iso_time(epoch_s: float) -> str:
+    """Epoch seconds as the ISO 8601 time the API reads, in UTC to the millisecond."""
     return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat(timespec="milliseconds")
 
 
@@ -62,11 +74,13 @@ def batches(points: list[EncodedPoint], size: int) -> list[list[EncodedPoint]]:
 
 
 def as_columns(points: Iterable[tuple[str, int, float | str, str | float | None]]) -> dict[str, Any]:
-    """A batch of (key, step, wire value, time) as the ingest body's columns per key,
-    ``{"series": [{"key", "steps", "values", "times"?}]}``: a third of the bytes of one object per
-    point, and several times cheaper for the server to read. Each key's points keep their
-    order, so a step sent twice keeps its last value, as in ``{"points": [...]}``; a time of
-    None is the server's now, and a key with no times sends none."""
+    """A batch of (key, step, wire value, time) as the ingest body's columns per key.
+
+    The shape is ``{"series": [{"key", "steps", "values", "times"?}]}``: a third of the bytes of
+    one object per point, and several times cheaper for the server to read. Each key's points
+    keep their order, so a step sent twice keeps its last value, as in ``{"points": [...]}``. A
+    time of None is the server's now, and a key with no times sends none.
+    """
     series: dict[str, dict[str, list[Any]]] = {}
     for key, step, value, time in points:
         entry = series.get(key)

@@ -1,0 +1,113 @@
+"""The GRPO recipe's metric formulas on hand-made inputs: names, values and the order they come in."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from workers.recipes.grpo import metrics
+
+
+def test_update_metrics_average_each_figure_and_keep_the_largest_gradient() -> None:
+    stats = {
+        "loss": [1.0, 3.0],
+        "clip_frac": [0.0, 0.5],
+        "approx_kl": [0.1, 0.3],
+        "kl_ref": [0.2, 0.2],
+        "entropy": [2.0, 1.0],
+        "grad_norm": [0.5, 1.5],
+    }
+    out = metrics.update_metrics(stats, update_norm=0.01, lr=1e-5, with_ref=True)
+    assert out == {
+        "policy/loss": 2.0,
+        "policy/clip_frac": 0.25,
+        "policy/approx_kl": 0.2,
+        "policy/kl_ref": 0.2,
+        "policy/entropy": 1.5,
+        "policy/grad_norm": 1.5,
+        "policy/update_norm": 0.01,
+        "policy/lr": 1e-5,
+    }
+    assert list(out) == [f"policy/{k}" for k in metrics.UPDATE_STATS] + ["policy/update_norm", "policy/lr"]
+    assert "policy/kl_ref" not in metrics.update_metrics(stats, update_norm=0.0, lr=1e-5, with_ref=False)
+
+
+def test_response_metrics_count_tokens_and_truncations() -> None:
+    samples = [
+        {"response_ids": [1, 2, 3], "truncated": False},
+        {"response_ids": [1], "truncated": True},
+        {"response_ids": [1, 2], "truncated": False},
+        {"response_ids": [1, 2], "truncated": True},
+    ]
+    assert metrics.response_metrics(samples) == {
+        "response_length/mean": 2.0,
+        "response_length/max": 3.0,
+        "response_length/min": 1.0,
+        "response_length/clip_frac": 0.5,
+    }
+
+
+def test_reward_parts_group_each_functions_values() -> None:
+    samples = [{"parts": {"correct": 1.0, "format": 1.0}}, {"parts": {"correct": 0.0, "format": 1.0}}]
+    assert metrics.reward_parts(samples) == {"correct": [1.0, 0.0], "format": [1.0, 1.0]}
+
+
+def scored(*, generate_s: float, compute_s: float, latency_s: float, errors: int, scored_at: float) -> SimpleNamespace:
+    return SimpleNamespace(
+        generate_s=generate_s, compute_s=compute_s, latency_s=latency_s, errors=errors, scored_at=scored_at
+    )
+
+
+def test_pipeline_metrics_count_staleness_against_the_weights_trained_on() -> None:
+    groups = [[{"weight_version": 4}], [{"weight_version": 3}], [{"weight_version": 4}]]
+    chunks = [
+        scored(generate_s=2.0, compute_s=0.5, latency_s=0.1, errors=0, scored_at=99.0),
+        scored(generate_s=4.0, compute_s=1.5, latency_s=0.3, errors=2, scored_at=101.0),
+    ]
+    times = metrics.StepTimes(
+        train_start_wall=100.0, weight_sync_s=0.25, trainer_wait_s=0.75, rollout_idle_s=1.0, queue_depth=3
+    )
+    out = metrics.pipeline_metrics(
+        groups, chunks, version=5, dropped=1, times=times, rollout_workers=2, reward_workers=1
+    )
+    assert out == {
+        "offpolicy/staleness_mean": pytest.approx(1 / 3),
+        "offpolicy/staleness_max": 1.0,
+        "offpolicy/dropped": 1.0,
+        "offpolicy/queue_wait_s": 0.5,  # 1s for the first chunk, none for one scored after the start
+        "time/rollout_s": 3.0,
+        "time/reward_s": 2.0,
+        "time/weight_sync_s": 0.25,
+        "idle/trainer_wait_s": 0.75,
+        "idle/rollout_wait_s": 0.5,
+        "reward_pipeline/queue_depth": 3.0,
+        "reward_pipeline/latency_ms_p50": pytest.approx(200.0),
+        "reward_pipeline/latency_ms_p99": pytest.approx(298.0),
+        "reward_pipeline/errors": 2.0,
+        "weights/version": 5.0,
+    }
+
+
+def test_pace_metrics_are_zero_rather_than_infinite_for_an_instant_step() -> None:
+    assert metrics.pace_metrics(step_s=2.0, tokens=100, samples=8) == {
+        "time/step_s": 2.0,
+        "perf/tokens_per_s": 50.0,
+        "perf/samples_per_s": 4.0,
+    }
+    instant = metrics.pace_metrics(step_s=0.0, tokens=100, samples=8)
+    assert instant["perf/tokens_per_s"] == 0.0 and not any(math.isinf(v) for v in instant.values())
+
+
+def test_eval_metrics_name_the_set_and_each_reward_function() -> None:
+    out = metrics.eval_metrics(
+        "held_out", [1.0, 0.0], [{"correct": 1.0, "format": 1.0}, {"correct": 0.0, "format": 0.5}]
+    )
+    assert out == {"eval/held_out/reward_mean": 0.5, "eval/held_out/correct": 0.5, "eval/held_out/format": 0.75}
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    assert metrics.percentile([], 50) == 0.0
+    assert metrics.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert metrics.percentile([1.0, 2.0], 25) == 1.25

@@ -1,0 +1,141 @@
+"""The GRPO recipe's metrics: names and formulas in one place, plain Python (no torch, no Ray).
+
+The trainer reports the update (``policy/*``, ``response_length/*``); the driver adds what only
+it sees (``offpolicy/*``, stage times, ``reward_pipeline/*``, throughput, ``eval/*``). Names and
+values are a contract: the UI, the benchmarks and the end-to-end tests read them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+# Per mini-batch figures of a PPO update, averaged into ``policy/<name>`` (grad_norm: the max too).
+UPDATE_STATS = ("loss", "clip_frac", "approx_kl", "kl_ref", "entropy", "grad_norm")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default), without numpy."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def update_metrics(
+    stats: Mapping[str, Sequence[float]], *, update_norm: float, lr: float, with_ref: bool
+) -> dict[str, float]:
+    """``policy/*``: each figure's mean over mini-batches, the largest gradient norm, the update's size."""
+    metrics = {f"policy/{k}": sum(v) / len(v) for k, v in stats.items()}
+    metrics["policy/grad_norm"] = max(stats["grad_norm"])
+    metrics["policy/update_norm"] = update_norm
+    metrics["policy/lr"] = lr
+    if not with_ref:
+        del metrics["policy/kl_ref"]
+    return metrics
+
+
+def response_metrics(samples: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """``response_length/*`` in tokens; ``clip_frac`` is the share cut off at max_new_tokens."""
+    lengths = [len(s["response_ids"]) for s in samples]
+    return {
+        "response_length/mean": sum(lengths) / len(lengths),
+        "response_length/max": float(max(lengths)),
+        "response_length/min": float(min(lengths)),
+        "response_length/clip_frac": sum(1 for s in samples if s["truncated"]) / len(samples),
+    }
+
+
+def reward_parts(samples: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """Each reward function's values over ``samples``, by function name."""
+    parts: dict[str, list[float]] = {}
+    for s in samples:
+        for name, value in s["parts"].items():
+            parts.setdefault(name, []).append(value)
+    return parts
+
+
+class ScoredChunkTimes(Protocol):
+    """What the driver's metrics read of an ``actors.ScoredChunk``."""
+
+    @property
+    def generate_s(self) -> float: ...
+    @property
+    def compute_s(self) -> float: ...
+    @property
+    def latency_s(self) -> float: ...
+    @property
+    def errors(self) -> int: ...
+    @property
+    def scored_at(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """What the driver measured around one update."""
+
+    train_start_wall: float  # wall clock when the trainer was handed the batch
+    weight_sync_s: float
+    trainer_wait_s: float  # waiting for scored chunks
+    rollout_idle_s: float  # summed over the rollout workers
+    queue_depth: int  # reward calls outstanding
+
+
+def pipeline_metrics(
+    groups: Sequence[Sequence[Mapping[str, Any]]],
+    chunks: Sequence[ScoredChunkTimes],
+    *,
+    version: int,
+    dropped: int,
+    times: StepTimes,
+    rollout_workers: int,
+    reward_workers: int,
+) -> dict[str, float]:
+    """Off-policy figures, stage times and the reward pipeline's, for the update that made ``version``.
+
+    Staleness is counted against the weights trained on (``version - 1``); stage times are busy
+    time per worker; latencies are per chunk, in milliseconds.
+    """
+    staleness = [version - 1 - g[0]["weight_version"] for g in groups]
+    latencies = [chunk.latency_s * 1000.0 for chunk in chunks]
+    return {
+        "offpolicy/staleness_mean": statistics.fmean(staleness),
+        "offpolicy/staleness_max": float(max(staleness)),
+        "offpolicy/dropped": float(dropped),
+        "offpolicy/queue_wait_s": statistics.fmean(
+            max(0.0, times.train_start_wall - chunk.scored_at) for chunk in chunks
+        ),
+        "time/rollout_s": sum(ch.generate_s for ch in chunks) / rollout_workers,
+        "time/reward_s": sum(ch.compute_s for ch in chunks) / reward_workers,
+        "time/weight_sync_s": times.weight_sync_s,
+        "idle/trainer_wait_s": times.trainer_wait_s,
+        "idle/rollout_wait_s": times.rollout_idle_s / rollout_workers,
+        "reward_pipeline/queue_depth": float(times.queue_depth),
+        "reward_pipeline/latency_ms_p50": percentile(latencies, 50),
+        "reward_pipeline/latency_ms_p99": percentile(latencies, 99),
+        "reward_pipeline/errors": float(sum(ch.errors for ch in chunks)),
+        "weights/version": float(version),
+    }
+
+
+def pace_metrics(*, step_s: float, tokens: int, samples: int) -> dict[str, float]:
+    """``time/step_s`` (wall time) and the throughput it gives."""
+    return {
+        "time/step_s": step_s,
+        "perf/tokens_per_s": tokens / step_s if step_s > 0 else 0.0,
+        "perf/samples_per_s": samples / step_s if step_s > 0 else 0.0,
+    }
+
+
+def eval_metrics(name: str, rewards: Sequence[float], parts: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """``eval/<name>/reward_mean`` and each reward function's mean, over one greedy eval set."""
+    metrics = {f"eval/{name}/reward_mean": statistics.fmean(rewards)}
+    for part in parts[0]:
+        metrics[f"eval/{name}/{part}"] = statistics.fmean(p[part] for p in parts)
+    return metrics
