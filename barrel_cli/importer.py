@@ -22,7 +22,9 @@ from barrel_cli import metric_logs, tfevents
 from barrel_cli.client import Api
 from barrel_cli.errors import EXIT_USAGE, ApiError, CliError
 from barrel_cli.watch import Display
-from workers.wire import as_columns, encode_value  # encode_value: the wire form of NaN, ±Infinity
+
+# encode_value: the wire form of NaN, ±Infinity; MAX_KEY_LEN and MAX_STEP: what ingest accepts
+from workers.wire import MAX_KEY_LEN, MAX_STEP, as_columns, encode_value
 
 FORMATS = ("auto", "tensorboard", "jsonl")
 # The control plane's default limits are 50,000 points and 16 MB a request; 20,000 points of
@@ -34,8 +36,6 @@ MAX_BATCH = 50_000
 # while the next is read and sent, at no cost to the order of any series' points.
 DEFAULT_PARALLEL = 2
 MAX_PARALLEL = 16
-MAX_KEY_LEN = 250
-MAX_STEP = 2**63 - 1
 # What the control plane accepts in a key (controlplane/metrics/wire.py KEY_RE).
 _BAD_KEY_CHARS = re.compile(r"[^\w./\- @:]")
 MAX_RATE_LIMIT_WAITS = 20

@@ -14,11 +14,10 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 # What the ingest endpoint accepts (``POST /runs/{id}/metrics``): a key of at most this many
-# characters, a step from 0 to a signed 64-bit integer's maximum, and (by default) at most this
-# many points in one request.
+# characters and a step from 0 to a signed 64-bit integer's maximum (a bigint column). The
+# control plane's parser (controlplane/metrics/wire.py) and the CLI's importer read them here.
 MAX_KEY_LEN = 250
 MAX_STEP = 2**63 - 1
-MAX_POINTS_PER_BATCH = 50_000
 
 
 class EncodedPoint(TypedDict):

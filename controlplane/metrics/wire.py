@@ -18,11 +18,9 @@ from typing import Any
 import numpy as np
 
 from controlplane.api import ApiError
-from controlplane.limits import MAX_BIGINT
+from workers.wire import MAX_KEY_LEN, MAX_STEP
 
 KEY_RE = re.compile(r"[\w./\- @:]+")
-MAX_KEY_LEN = 250
-MAX_STEP = MAX_BIGINT  # a step is a bigint column
 # Said for any step that is not one: a step past 2^64 arrives as a float (orjson), and
 # "required integer" for 2**70 sent the caller looking for the wrong mistake.
 STEP_RANGE = f"an integer from 0 to {MAX_STEP} (2^63-1)"
