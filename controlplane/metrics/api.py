@@ -23,7 +23,7 @@ from controlplane.runs.api import get_run, viewer_denied
 from controlplane.runs.models import TERMINAL, RunToken
 from controlplane.runs.selectors import runs_visible_to
 from controlplane.teams.models import Role
-from controlplane.teams.selectors import has_role
+from controlplane.teams.selectors import team_role_at_least
 
 
 class LenientJSONParser(JSONParser):
@@ -122,7 +122,7 @@ def ingest_batch(run_id: int, user: Any, auth: Any, length: int, body: Callable[
         if found is None:
             return None
         status, finished_at, team_id = found
-        return status, finished_at, has_role(user, team_id, Role.MEMBER)
+        return status, finished_at, team_role_at_least(user, team_id, Role.MEMBER)
 
     return ingest_checked(run_id, ratelimit.bucket(user, auth), state, length, body)
 

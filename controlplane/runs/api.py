@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import MAX_ID, ApiError, ErrorSerializer, Pagination, int_schema, query_int
+from controlplane.api import MAX_ID, ApiError, ErrorSerializer, Pagination, int_schema
 from controlplane.runs import selectors, services
 from controlplane.runs.models import Attempt, Run, RunToken
 from controlplane.runs.serializers import (
@@ -17,12 +17,13 @@ from controlplane.runs.serializers import (
     RecipeSerializer,
     RunCloneSerializer,
     RunDetailSerializer,
+    RunListQuerySerializer,
     RunResumeSerializer,
     RunSubmitSerializer,
     RunSummarySerializer,
 )
 from controlplane.teams.models import Role
-from controlplane.teams.selectors import has_role
+from controlplane.teams.selectors import team_role_at_least
 from workers.recipes import RECIPES
 
 
@@ -46,7 +47,7 @@ def get_run(request: Request, run_id: int, *, with_attempts: bool = False, write
 def check_run_write(user: object, run: Run) -> None:
     """403 unless `user` is a member or admin of the run's team (a run token is checked by
     RunTokenScope instead: it may write only into its own run)."""
-    if not has_role(user, run.project.team_id, Role.MEMBER):
+    if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
         raise viewer_denied(run.id)
 
 
@@ -88,28 +89,7 @@ class RunListView(APIView):
         summary="List runs, newest first",
     )
     def get(self, request: Request) -> Response:
-        runs: QuerySet[Run] = selectors.runs_visible_to(request.user).order_by("-created_at", "-id")
-        # Runs deleted through MLflow's runs/delete are hidden, as MLflow's UI hides them; their
-        # pages stay reachable and runs/restore brings them back (controlplane.tracking).
-        runs = runs.filter(mlflow_deletion__isnull=True)
-        params = request.query_params
-        if (value := params.get("status")) is not None:
-            wanted = [s.strip(" ").upper() for s in value.split(",")]
-            bad = [s or "''" for s in wanted if s not in STATUS_CHOICES]
-            if bad:
-                raise ApiError(
-                    f"Unknown status {', '.join(bad)}; use one of {', '.join(STATUS_CHOICES)}.",
-                    fields={"status": [f"unknown status {b}" for b in bad]},
-                )
-            runs = runs.filter(status__in=wanted)
-        if value := params.get("team"):
-            runs = runs.filter(project__team__slug=value)
-        if (project := query_int(request, "project", lo=0, hi=MAX_ID)) is not None:
-            runs = runs.filter(project_id=project)
-        if value := params.get("name"):
-            runs = runs.filter(name__icontains=value)
-        if value := params.get("tag"):
-            runs = runs.filter(tags__contains=[value])
+        runs = selectors.runs_listed(request.user, **RunListQuerySerializer.filters(request))
         paginator = Pagination()
         page = paginator.paginate_queryset(runs, request, self)
         return paginator.get_paginated_response(RunSummarySerializer(page, many=True).data)

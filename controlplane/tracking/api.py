@@ -24,7 +24,7 @@ from controlplane.metrics.services import Point
 from controlplane.runs.models import TERMINAL, Run, RunToken
 from controlplane.runs.selectors import runs_visible_to
 from controlplane.teams.models import Role
-from controlplane.teams.selectors import has_role
+from controlplane.teams.selectors import team_role_at_least
 from controlplane.tracking import selectors, services, wire
 from controlplane.tracking.errors import (
     ENDPOINT_NOT_FOUND,
@@ -76,7 +76,9 @@ def _writable_run(request: Request, data: dict[str, Any]) -> Run:
     """A run token writes into its own run; a person needs to be a member (not a viewer). As in
     MLflow, a deleted run takes nothing until it is restored."""
     run = _run(request, data)
-    if not isinstance(request.auth, RunToken) and not has_role(request.user, run.project.team_id, Role.MEMBER):
+    if not isinstance(request.auth, RunToken) and not team_role_at_least(
+        request.user, run.project.team_id, Role.MEMBER
+    ):
         raise denied(f"Viewers cannot write to run {run.id}.")
     check_active(run)
     return run

@@ -24,8 +24,8 @@ from websockets.sync.client import ClientConnection, connect
 
 from barrel_cli.client import Api
 from barrel_cli.watch import EventOrder, watch
+from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Run, RunStatus
-from controlplane.runs.services import transition
 from tests.conftest import Persona, process_env, run_token_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
