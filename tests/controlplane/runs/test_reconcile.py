@@ -72,7 +72,7 @@ def runs(owner: Any, project: Any) -> list[Run]:
     ]
 
 
-def snapshot() -> list[tuple[Any, ...]]:
+def snapshot() -> list[Any]:
     rows = Run.objects.order_by("id").values_list("status", "failure_reason", "log_tail", "waiting_for")
     return [*rows, RunToken.objects.filter(revoked_at__isnull=True).count()]
 
@@ -108,8 +108,8 @@ def test_the_reconciler_reads_an_outcome_for_each_attempt_and_changes_nothing(ra
     assert cache.get(dispatching_key(str(live["stale"].id))) is None
     running, failed, lost = (outcomes[str(live[name].id)] for name in ("running", "failed", "lost"))
     attempt = live["running"]
-    moves = {"frm": (RunStatus.DISPATCHING,), "to": RunStatus.RUNNING}
-    assert running == Outcome(str(attempt.id), attempt.run_id, "running", **moves, note=NOTE)
+    frm = (RunStatus.DISPATCHING,)
+    assert running == Outcome(str(attempt.id), attempt.run_id, "running", frm=frm, to=RunStatus.RUNNING, note=NOTE)
     assert failed.to == RunStatus.FAILED and failed.reason.endswith("— ValueError: bad lr")
     assert "Traceback" in failed.log_tail
     assert lost.to == RunStatus.FAILED and lost.reason.startswith("lost:")
