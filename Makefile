@@ -39,7 +39,15 @@ typecheck: install
 pytest: install frontend
 	$(PY) -m pytest
 
-test: lint typecheck frontend
+# The client's API types (frontend/src/api/schema.gen.ts) from the OpenAPI schema, offline.
+.PHONY: api-types api-types-check
+api-types: install
+	frontend/scripts/gen-api-types.sh
+
+api-types-check: install
+	frontend/scripts/check-api-types.sh
+
+test: lint typecheck frontend api-types-check
 	cd frontend && npm run --silent test
 	$(PY) -m pytest
 

@@ -36,7 +36,7 @@ DEFAULT_PARALLEL = 2
 MAX_PARALLEL = 16
 MAX_KEY_LEN = 250
 MAX_STEP = 2**63 - 1
-# What the control plane accepts in a key (controlplane/metrics/services.py KEY_RE).
+# What the control plane accepts in a key (controlplane/metrics/wire.py KEY_RE).
 _BAD_KEY_CHARS = re.compile(r"[^\w./\- @:]")
 MAX_RATE_LIMIT_WAITS = 20
 

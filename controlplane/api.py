@@ -12,8 +12,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 
-# The largest primary key (bigint); a larger number in a path names nothing (controlplane.urls).
-MAX_ID = 2**63 - 1
+from controlplane.limits import MAX_BIGINT
 
 
 def query_int(request: Any, name: str, *, lo: int, hi: int, default: int | None = None) -> int | None:
@@ -50,11 +49,11 @@ class Pagination(LimitOffsetPagination):
         return query_int(request, self.limit_query_param, lo=1, hi=self.max_limit, default=self.default_limit)
 
     def get_offset(self, request: Any) -> int:
-        return query_int(request, self.offset_query_param, lo=0, hi=MAX_ID, default=0) or 0
+        return query_int(request, self.offset_query_param, lo=0, hi=MAX_BIGINT, default=0) or 0
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
-        bounds = {self.limit_query_param: (1, self.max_limit), self.offset_query_param: (0, MAX_ID)}
+        bounds = {self.limit_query_param: (1, self.max_limit), self.offset_query_param: (0, MAX_BIGINT)}
         for parameter in parameters:
             parameter["schema"] = int_schema(*bounds[parameter["name"]])
         return parameters

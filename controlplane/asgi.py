@@ -13,7 +13,7 @@ from django.conf import settings  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from controlplane.artifacts.asgi import UploadLimit  # noqa: E402
-from controlplane.auth_ws import BearerAuthMiddleware  # noqa: E402
+from controlplane.auth.websocket import BearerAuthMiddleware  # noqa: E402
 from controlplane.metrics.ingest_route import IngestRoute  # noqa: E402
 from controlplane.runs.consumers import RunConsumer  # noqa: E402
 

@@ -13,13 +13,14 @@ from drf_spectacular.extensions import (
     OpenApiSerializerExtension,
     OpenApiSerializerFieldExtension,
 )
-from drf_spectacular.plumbing import ResolvedComponent, build_bearer_security_scheme_object
+from drf_spectacular.plumbing import ResolvedComponent, build_bearer_security_scheme_object, force_instance
+from rest_framework import serializers
 
 from controlplane.api import ErrorSerializer
 
 
 class BearerScheme(OpenApiAuthenticationExtension):
-    target_class = "controlplane.teams.auth.BearerTokenAuthentication"
+    target_class = "controlplane.auth.bearer.BearerTokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
@@ -35,6 +36,21 @@ class ProjectRefFieldSchema(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
         return {"oneOf": [{"type": "integer"}, {"type": "string", "pattern": r"^[-\w]+/.+$"}]}
+
+
+class WireFloatSchema(OpenApiSerializerFieldExtension):
+    """A float in an answer: a number, or one of the strings non-finite values travel as
+    (the API's description says so; workers.report.encoding writes them). Requests keep
+    `number`: the strings are accepted there too, but no client needs to be told."""
+
+    target_class = "rest_framework.fields.FloatField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        number: dict[str, Any] = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if direction != "response":
+            return number
+        number.pop("nullable", None)  # said once, beside the oneOf
+        return {"oneOf": [number, {"type": "string", "enum": ["NaN", "Infinity", "-Infinity"]}]}
 
 
 # For the statuses views declare themselves (`{409: ErrorSerializer}`).
@@ -57,7 +73,9 @@ class AutoSchema(openapi.AutoSchema):
     - request bodies of InputSerializer subclasses say `additionalProperties: false`, since
       unknown fields are refused;
     - list views that declare `pagination_class` are documented paginated (drf-spectacular
-      does that once it sees the attribute; APIView has none by default).
+      does that once it sees the attribute; APIView has none by default);
+    - every field of a model serializer's answer is required: DRF writes each one, even those
+      a request may leave out (a field with a model default).
     """
 
     def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
@@ -88,6 +106,9 @@ class AutoSchema(openapi.AutoSchema):
         # beside the oneOf it would allow no property at all.
         if direction == "request" and getattr(serializer, "refuses_unknown_fields", False) and "properties" in schema:
             schema["additionalProperties"] = False
+        model_answer = direction == "response" and isinstance(force_instance(serializer), serializers.ModelSerializer)
+        if model_answer and "properties" in schema:
+            schema["required"] = sorted(schema["properties"])
         return schema
 
 

@@ -9,6 +9,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from controlplane.env import ConfigError, database_from_url, env_bool, env_float, env_int, env_list, env_str
+from controlplane.limits import MAX_BIGINT
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -146,12 +147,12 @@ FRONTEND_DIST = Path(env_str("BARREL_FRONTEND_DIST", str(BASE_DIR / "frontend" /
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "controlplane.teams.auth.BearerTokenAuthentication",
+        "controlplane.auth.bearer.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
-        "controlplane.teams.auth.RunTokenScope",
+        "controlplane.auth.permissions.RunTokenScope",
     ],
     "DEFAULT_PAGINATION_CLASS": "controlplane.api.Pagination",
     "PAGE_SIZE": 50,
@@ -175,7 +176,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     # controlplane.urls.IdConverter: a bigint primary key.
-    "PATH_CONVERTER_OVERRIDE": {"id": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}},
+    "PATH_CONVERTER_OVERRIDE": {"id": {"type": "integer", "minimum": 0, "maximum": MAX_BIGINT}},
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

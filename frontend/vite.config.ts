@@ -23,10 +23,18 @@ export default defineConfig({
     },
   },
   test: {
-    environment: "node",
-    include: ["src/**/*.test.ts"],
     // Other processes share the machine's two cores.
     pool: "threads",
     maxWorkers: 1,
+    projects: [
+      // Pure helpers, in node, each file in a fresh module graph.
+      { extends: true, test: { name: "unit", include: ["src/**/*.test.ts"], environment: "node" } },
+      // Components with Testing Library. One jsdom for all their files (isolate: false) halves
+      // the run: each file unmounts, unstubs its globals and mocks only what it imports.
+      {
+        extends: true,
+        test: { name: "dom", include: ["src/**/*.test.tsx"], environment: "jsdom", isolate: false },
+      },
+    ],
   },
 });

@@ -10,7 +10,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from controlplane.metrics import merger, storage
+from controlplane.metrics import merger
+from controlplane.metrics.storage import marks
 from controlplane.runs import services as run_services
 from controlplane.runs.models import Attempt, Run, RunToken
 from controlplane.teams.models import Membership, Project, Role, Team
@@ -159,11 +160,11 @@ def slow_path(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
     """The series ids of each batch stored from here on that took the path for batches that are
     not appends (the one that locks rollups); spied on, still called."""
     calls: list[list[int]] = []
-    lock_rollups = storage.lock_rollups
+    lock_rollups = marks.lock_rollups
 
     def spy(cur: Any, ids: list[int]) -> None:
         calls.append(ids)
         lock_rollups(cur, ids)
 
-    monkeypatch.setattr(storage, "lock_rollups", spy)
+    monkeypatch.setattr(marks, "lock_rollups", spy)
     return calls

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from controlplane.artifacts.paths import clean_path
 from controlplane.artifacts.selectors import artifact_open, artifacts_list
-from controlplane.runs.api import get_run
+from controlplane.auth.access import accessible_run
 
 # One directory answers at most this many entries (the rest: `truncated`).
 MAX_LIST_ENTRIES = 1000
@@ -67,7 +67,7 @@ class RunArtifactsView(APIView):
         description="Directories first, then files, each by name. A path with nothing under it lists as empty.",
     )
     def get(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id)
+        run = accessible_run(request, run_id)
         path = clean_path(request.query_params.get("path"))
         entries = artifacts_list(run_id=run.id, path=path)
         shown = entries[:MAX_LIST_ENTRIES]
@@ -85,7 +85,7 @@ class RunArtifactDownloadView(APIView):
         description="Streamed as an attachment, with a Content-Type guessed from the file name.",
     )
     def get(self, request: Request, run_id: int) -> FileResponse:
-        run = get_run(request, run_id)
+        run = accessible_run(request, run_id)
         path = clean_path(request.query_params.get("path"), allow_root=False)
         return file_response(artifact_open(run_id=run.id, path=path), path)
 

@@ -8,18 +8,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import MAX_ID, ApiError, Pagination, int_schema, query_int
+from controlplane.api import ApiError, Pagination, int_schema, query_int
+from controlplane.auth.access import accessible_run
 from controlplane.checkpoints import services
 from controlplane.checkpoints.models import Checkpoint, Sample
 from controlplane.checkpoints.serializers import CheckpointSerializer, SampleBatchSerializer, SampleSerializer
-from controlplane.runs.api import get_run
+from controlplane.limits import MAX_BIGINT
 
 
 def _id(request: Request, name: str) -> int | None:
-    return query_int(request, name, lo=0, hi=MAX_ID)
+    return query_int(request, name, lo=0, hi=MAX_BIGINT)
 
 
-_ID = int_schema(0, MAX_ID)
+_ID = int_schema(0, MAX_BIGINT)
 
 
 class RunCheckpointsView(APIView):
@@ -27,7 +28,7 @@ class RunCheckpointsView(APIView):
 
     @extend_schema(responses=CheckpointSerializer(many=True), summary="Checkpoints of a run, newest step first")
     def get(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id)
+        run = accessible_run(request, run_id)
         checkpoints = Checkpoint.objects.filter(run=run).order_by("-step")
         return Response(CheckpointSerializer(checkpoints, many=True).data)
 
@@ -37,7 +38,7 @@ class RunCheckpointsView(APIView):
         summary="Register a checkpoint the job saved (idempotent on run and step)",
     )
     def post(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id, write=True)
+        run = accessible_run(request, run_id, write=True)
         data = CheckpointSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         checkpoint = services.checkpoint_register(run=run, **data.validated_data)
@@ -83,7 +84,7 @@ class RunSamplesView(APIView):
         summary="Rollout samples of a run, newest step first",
     )
     def get(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id)
+        run = accessible_run(request, run_id)
         samples = Sample.objects.filter(run=run).order_by("-step", "id")
         if (step := _id(request, "step")) is not None:
             samples = samples.filter(step=step)
@@ -103,7 +104,7 @@ class RunSamplesView(APIView):
         summary="Add rollout samples (at most 512 per request)",
     )
     def post(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id, write=True)
+        run = accessible_run(request, run_id, write=True)
         data = SampleBatchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         created = services.samples_add(run=run, samples=data.validated_data["samples"])

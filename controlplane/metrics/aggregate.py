@@ -5,7 +5,7 @@ value's shortest decimal, the last value) cost it about as much CPU as storing t
 point against 2.5 µs for the COPY. Here it costs about 0.4 µs a point of web-process CPU, nearly
 all of it the exact sums; the merger (controlplane.metrics.merger) then only writes the rows.
 
-The buckets equal what the SQL rollups compute (controlplane.metrics.storage), value for value:
+The buckets equal what the SQL rollups compute (controlplane.metrics.storage.merges), value for value:
 - min and max follow PostgreSQL's float8 order, where NaN is above every number: np.fmin skips
   NaN unless a bucket holds nothing else, np.maximum keeps it;
 - sums are exact sums of the shortest round-trip decimals, as `value::text::numeric` gives

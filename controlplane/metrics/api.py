@@ -1,8 +1,6 @@
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -16,14 +14,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import inputs, ratelimit
-from controlplane.api import MAX_ID, ApiError, ErrorSerializer, InputSerializer, int_schema, query_int
-from controlplane.metrics import selectors, services
-from controlplane.runs.api import get_run, viewer_denied
-from controlplane.runs.models import TERMINAL, RunToken
+from controlplane import inputs
+from controlplane.api import ApiError, ErrorSerializer, InputSerializer, int_schema, query_int
+from controlplane.auth import ratelimit
+from controlplane.auth.access import accessible_run, run_write_state
+from controlplane.auth.policy import RunState, write_refusal
+from controlplane.limits import MAX_BIGINT
+from controlplane.metrics import selectors, services, wire
 from controlplane.runs.selectors import runs_visible_to
-from controlplane.teams.models import Role
-from controlplane.teams.selectors import team_role_at_least
 
 
 class LenientJSONParser(JSONParser):
@@ -109,61 +107,27 @@ def parse_json(body: bytes) -> Any:
 def ingest_batch(run_id: int, user: Any, auth: Any, length: int, body: Callable[[], Any]) -> int:
     """POST /runs/{id}/metrics once the caller is authenticated (and a run token confined to
     its run), as MetricsView serves it: see ingest_checked."""
-
-    def state() -> RunState | None:
-        # A run token proved its run already (check_run_scope compared the id; the token's
-        # lookup loaded the row). Otherwise only the columns needed here, not the run with its
-        # config, project and team.
-        if isinstance(auth, RunToken):
-            return auth.run.status, auth.run.finished_at, True
-        if run_id > services.MAX_STEP:  # a bigint: anything larger names no run
-            return None
-        found = runs_visible_to(user).filter(id=run_id).values_list("status", "finished_at", "project__team_id").first()
-        if found is None:
-            return None
-        status, finished_at, team_id = found
-        return status, finished_at, team_role_at_least(user, team_id, Role.MEMBER)
-
-    return ingest_checked(run_id, ratelimit.bucket(user, auth), state, length, body)
-
-
-# (status, finished_at, whether the caller may write into the run: its own run token, or the
-# member or admin role in its team)
-RunState = tuple[str, datetime | None, bool]
+    bucket = ratelimit.bucket(user, auth)
+    return ingest_checked(run_id, bucket, lambda: run_write_state(user, auth, run_id), length, body)
 
 
 def ingest_checked(
     run_id: int, bucket: str, state: Callable[[], RunState | None], length: int, body: Callable[[], Any]
 ) -> int:
-    """The size and rate limits (`bucket`), the run's state (`state()`: see RunState; None when
-    the caller may not see the run), then the batch (`body()`, parsed JSON) validated and stored.
-    Returns the points accepted. Shared by MetricsView and the ASGI route that serves
-    bearer-token batches without DRF (controlplane.metrics.ingest_route)."""
+    """Check, then store, a metric batch; returns the points accepted.
+
+    1. The body size, then the rate limit of `bucket`.
+    2. The write policy (auth.policy) on `state()`: None when the caller may not see the run.
+    3. The batch (`body()`, parsed JSON) validated and stored.
+
+    Shared by MetricsView and the ASGI route that serves bearer-token batches without DRF
+    (controlplane.metrics.ingest_route)."""
     check_body_size(length)
-    wait = ratelimit.check(bucket, settings.METRICS_RATE_LIMIT_RPS)
-    if wait is not None:
-        raise ApiError(
-            f"Too many requests; retry in {wait:.2f} s.",
-            code="rate_limited",
-            status_code=429,
-            retry_after=max(1, math.ceil(wait)),
-        )
-    found = state()
-    if found is None:
-        raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
-    run_status, finished_at, may_write = found
-    if not may_write:
-        raise viewer_denied(run_id)
-    if run_status in TERMINAL and finished_at is not None:
-        grace = timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
-        if timezone.now() - finished_at > grace:
-            raise ApiError(
-                f"Run {run_id} ended ({run_status}) more than {settings.METRICS_FINISHED_GRACE_S:.0f} s ago; "
-                "it takes no more metrics.",
-                code="run_finished",
-                status_code=409,
-            )
-    points = services.parse_points(body(), max_points=settings.METRICS_MAX_POINTS_PER_BATCH)
+    if (refusal := ratelimit.refusal(bucket, settings.METRICS_RATE_LIMIT_RPS)) is not None:
+        raise refusal
+    if (refusal := write_refusal(run_id, state(), timezone.now())) is not None:
+        raise refusal
+    points = wire.parse_points(body(), max_points=settings.METRICS_MAX_POINTS_PER_BATCH)
     services.metrics_ingest(run_id=run_id, points=points)
     return len(points)
 
@@ -195,21 +159,21 @@ class MetricsView(APIView):
                 int_schema(1, settings.METRICS_MAX_READ_POINTS),
                 description="Buckets per series (1..BARREL_METRICS_MAX_READ_POINTS; default 1000)",
             ),
-            OpenApiParameter("start", int_schema(0, services.MAX_STEP), description="First step (inclusive)"),
-            OpenApiParameter("end", int_schema(0, services.MAX_STEP), description="Last step (inclusive)"),
+            OpenApiParameter("start", int_schema(0, wire.MAX_STEP), description="First step (inclusive)"),
+            OpenApiParameter("end", int_schema(0, wire.MAX_STEP), description="Last step (inclusive)"),
         ],
         responses=inline_serializer("MetricSeriesList", {"run": serializers.IntegerField(), "series": _SERIES}),
         summary="Downsampled series: per bucket min, max, mean and last",
     )
     def get(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id)
+        run = accessible_run(request, run_id)
         raw_keys = request.query_params.get("keys")
         keys = [k for k in raw_keys.split(",") if k] if raw_keys else None
         max_points = query_int(request, "max_points", lo=1, hi=settings.METRICS_MAX_READ_POINTS, default=1000)
-        start = query_int(request, "start", lo=0, hi=services.MAX_STEP)
-        end = query_int(request, "end", lo=0, hi=services.MAX_STEP)
+        start = query_int(request, "start", lo=0, hi=wire.MAX_STEP)
+        end = query_int(request, "end", lo=0, hi=wire.MAX_STEP)
         assert max_points is not None
-        series = selectors.metrics_read(run_id=run.id, keys=keys, max_points=max_points, start=start, end=end)
+        series = selectors.series_of_run(run_id=run.id, keys=keys, max_points=max_points, start=start, end=end)
         return Response({"run": run.id, "series": series})
 
 
@@ -236,19 +200,19 @@ class MetricKeysView(APIView):
         summary="Every metric key of a run with its point count and latest value",
     )
     def get(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id)
-        return Response({"keys": selectors.metric_keys(run_id=run.id)})
+        run = accessible_run(request, run_id)
+        return Response({"keys": selectors.metric_keys_of_run(run_id=run.id)})
 
 
 class MetricsQueryIn(InputSerializer):
     runs = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+        child=serializers.IntegerField(min_value=1, max_value=MAX_BIGINT),
         min_length=1,
         max_length=100,
         help_text="Run ids (1..100 of them).",
     )
     keys = serializers.ListField(
-        child=serializers.CharField(max_length=services.MAX_KEY_LEN),
+        child=serializers.CharField(max_length=wire.MAX_KEY_LEN),
         required=False,
         max_length=1000,
         help_text="Keys to read; every key of every run when omitted.",
@@ -259,8 +223,8 @@ class MetricsQueryIn(InputSerializer):
         default=1000,
         help_text="Buckets per series (at most BARREL_METRICS_MAX_READ_POINTS).",
     )
-    start = serializers.IntegerField(min_value=0, max_value=services.MAX_STEP, required=False)
-    end = serializers.IntegerField(min_value=0, max_value=services.MAX_STEP, required=False)
+    start = serializers.IntegerField(min_value=0, max_value=wire.MAX_STEP, required=False)
+    end = serializers.IntegerField(min_value=0, max_value=wire.MAX_STEP, required=False)
 
 
 class MetricsQueryView(APIView):
@@ -307,7 +271,7 @@ class MetricsQueryView(APIView):
                 status_code=404,
                 fields={"runs": [f"not found: {', '.join(map(str, missing))}"]},
             )
-        out = selectors.series_read(
+        out = selectors.series_of_runs(
             run_ids=wanted,
             keys=data.get("keys"),
             max_points=max_points,

@@ -6,7 +6,7 @@ and copied, the middleware, content negotiation, a new thread per request) a 5,0
 cost about as much web-process CPU again as validating and storing it (benchmarks/ingest.py).
 Requests on this route with `Authorization: Bearer` and a JSON body skip all that: the same
 authentication, run-token scope and run lookup, in one statement instead of three ORM queries
-(controlplane.teams.auth.run_access), the same limits, checks, validation and storage
+(controlplane.auth.ingest.run_access), the same limits, checks, validation and storage
 (controlplane.metrics.api.ingest_checked), the same answers and error bodies. Anything else
 (a session cookie, another content type) goes on to Django.
 
@@ -27,9 +27,11 @@ from django.conf import settings
 from django.db import close_old_connections
 from rest_framework import exceptions
 
-from controlplane.api import MAX_ID, ApiError, error_body
+from controlplane.api import ApiError, error_body
+from controlplane.auth.bearer import WWW_AUTHENTICATE, is_bearer
+from controlplane.auth.ingest import run_access
+from controlplane.limits import MAX_BIGINT
 from controlplane.metrics.api import check_body_size, ingest_checked, parse_json
-from controlplane.teams.auth import WWW_AUTHENTICATE, is_bearer, run_access
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ def claims(scope: Scope) -> tuple[int, dict[bytes, bytes]] | None:
     if scope["type"] != "http" or scope["method"] != "POST":
         return None
     match = PATH.fullmatch(scope["path"])
-    if match is None or int(match[1]) > MAX_ID:
+    if match is None or int(match[1]) > MAX_BIGINT:
         return None
     headers = dict(scope["headers"])
     media_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()

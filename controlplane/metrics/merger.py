@@ -4,9 +4,9 @@ An append commits its points and summaries only (controlplane.metrics.storage); 
 the points it added to each (as the numpy arrays it stored), are handed to this process' merger
 thread, which waits METRICS_ROLLUP_DELAY_S so that the batches landing meanwhile are rolled up
 together, then merges every pending series in one transaction. Points it holds are aggregated
-here (controlplane.metrics.storage.merge_appended), which costs PostgreSQL only the writing of
-the rows; points it does not hold (appended by another process, or when it held too many) are
-read back and aggregated in SQL (merge_pending).
+here (controlplane.metrics.storage.appended), which costs PostgreSQL only the writing of the
+rows; points it does not hold (appended by another process, or when it held too many) are read
+back and aggregated in SQL (controlplane.metrics.storage.merges.merge_pending).
 Reads stay exact throughout: they combine rollups up to each series' rolled_step with the raw
 points above it, so a merge that is late costs read time, never a wrong answer.
 
@@ -21,14 +21,16 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 
-from controlplane import observability
-from controlplane.metrics import storage
-from controlplane.runs.models import TERMINAL
+from controlplane.metrics.storage import appended, marks, merges
+from controlplane.metrics.storage.series import Chunk
+from controlplane.observability import counters
+from controlplane.runs.selectors import runs_going_or_ended_within
 
 logger = logging.getLogger(__name__)
 
@@ -38,51 +40,51 @@ CHUNK = 500
 # METRICS_ROLLUP_HELD_POINTS: past it, appends hand over only their series, whose points are
 # then read back in SQL. A round normally holds what a quarter of a second brought.
 CHUNK_WEIGHT = 16
+# Runs whose series the sweeper and the /metrics gauge look at: those going, or ended this recently.
+RECENT = timedelta(days=1)
 
 
-def _weight(chunks: Iterable[storage.Chunk]) -> int:
+def _weight(chunks: Iterable[Chunk]) -> int:
     return sum(len(c.steps) + CHUNK_WEIGHT for c in chunks)
 
 
-Held = dict[int, list[storage.Chunk]]
+Held = dict[int, list[Chunk]]
 
 
-def roll_up(ids: Iterable[int] | None = None, held: Held | None = None) -> tuple[int, list[int]]:
-    """Roll up the pending points of these series (when None: of every run that is going or
-    ended in the last day), a chunk per transaction, from the points `held` for them where it
-    can. Returns (series merged, ids skipped because their rollups were busy)."""
+def series_roll_up(ids: Iterable[int] | None = None, held: Held | None = None) -> tuple[int, list[int]]:
+    """Roll up the pending points of these series (None: of every recent run), from the points
+    `held` for them where it can, a chunk of series per transaction. Returns (series merged, ids
+    skipped because their rollups were busy)."""
     held = held or {}
     merged = 0
     busy: list[int] = []
     with connection.cursor() as cur:
-        todo = storage.pending(cur, sorted(set(ids))) if ids is not None else recent_pending(cur)
+        todo = marks.series_pending(cur, sorted(set(ids))) if ids is not None else series_pending_in_recent_runs(cur)
     for start in range(0, len(todo), CHUNK):
         chunk = todo[start : start + CHUNK]
         with transaction.atomic(), connection.cursor() as cur:
-            locked = storage.try_lock_rollups(cur, chunk)
+            locked = marks.try_lock_rollups(cur, chunk)
             # New statements: they see whatever the lock's last holder committed.
             mine = {i: held[i] for i in locked if held.get(i)}
-            rest = storage.merge_appended(cur, mine)[1] if mine else []
+            rest = appended.merge_appended(cur, mine)[1] if mine else []
             # Points above the marks of series held here are appends whose points are on their
             # way to this merger: they wait for them, unless some do not chain (`rest`).
             left = sorted({i for i in locked if i not in mine}.union(rest))
             if left:
-                storage.merge_pending(cur, left)
+                merges.merge_pending(cur, left)
         merged += len(locked)
         busy += sorted(set(chunk) - set(locked))
-    observability.ROLLED_UP.inc(merged)
+    counters.ROLLED_UP.inc(merged)
     return merged, busy
 
 
-def recent_pending(cur: CursorWrapper) -> list[int]:
-    """Series with points above their mark, of runs still going or that ended in the last day
-    (a run takes no points long after it ended: controlplane.metrics.api's grace period)."""
-    cur.execute(
-        storage.PENDING + " AND s.run_id IN ("
-        "    SELECT id FROM runs_run WHERE NOT (status = ANY(%s)) OR finished_at > now() - interval '1 day')"
-        " ORDER BY s.id",
-        [sorted(status.value for status in TERMINAL)],
-    )
+def series_pending_in_recent_runs(cur: CursorWrapper) -> list[int]:
+    """Series with points above their mark, of runs still going or that ended in the last day,
+    in id order. A run takes no points long after it ended (controlplane.metrics.api's grace
+    period), so older runs are not looked at."""
+    runs = runs_going_or_ended_within(RECENT).order_by().values("id")
+    runs_sql, runs_params = runs.query.sql_with_params()
+    cur.execute(marks.PENDING + f" AND s.run_id IN ({runs_sql}) ORDER BY s.id", runs_params)
     return [int(row[0]) for row in cur.fetchall()]
 
 
@@ -95,7 +97,7 @@ class _Merger:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def schedule(self, ids: Iterable[int], chunks: dict[int, storage.Chunk] | None = None) -> None:
+    def schedule(self, ids: Iterable[int], chunks: dict[int, Chunk] | None = None) -> None:
         """Roll these series up soon; `chunks` are the points an append added to them. A series
         scheduled without its points (or past METRICS_ROLLUP_HELD_POINTS) drops those held for it: its
         rollups are then made from the points read back."""
@@ -120,7 +122,7 @@ class _Merger:
                     self._hold(sid, held[sid])
             self._wake()
 
-    def _hold(self, sid: int, chunks: list[storage.Chunk]) -> None:
+    def _hold(self, sid: int, chunks: list[Chunk]) -> None:
         self._held.setdefault(sid, []).extend(chunks)
         self._held_points += _weight(chunks)
 
@@ -142,7 +144,7 @@ class _Merger:
                 held, self._held, self._held_points = self._held, {}, 0
                 self._busy = True
             try:
-                _, busy = roll_up(ids, held)
+                _, busy = series_roll_up(ids, held)
             except Exception:
                 # The points are stored and reads stay exact; the sweeper retries what is left.
                 logger.exception("rolling up %d series failed; the sweeper will retry", len(ids))
@@ -163,7 +165,7 @@ class _Merger:
 _merger = _Merger()
 
 
-def schedule(ids: Iterable[int], chunks: dict[int, storage.Chunk] | None = None) -> None:
+def schedule(ids: Iterable[int], chunks: dict[int, Chunk] | None = None) -> None:
     """Have these series rolled up soon, by this process' merger thread, from the points an
     append added to them (`chunks`) where it has them."""
     _merger.schedule(ids, chunks)

@@ -25,14 +25,15 @@ from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 
 from controlplane.api import ApiError
+from controlplane.limits import MAX_BIGINT
 from controlplane.metrics.rollups import SHIFT, Plan, plan
 from workers.report.encoding import encode_value
-
-MAX_STEP = 2**63 - 1
 
 
 @dataclass(slots=True)
 class SeriesRef:
+    """A series as a read found it: its summary and its rollup mark."""
+
     id: int
     run_id: int
     key: str
@@ -44,6 +45,7 @@ class SeriesRef:
 
 
 def _series_of(cur: CursorWrapper, run_ids: list[int], keys: list[str] | None) -> list[SeriesRef]:
+    """The series of these runs (every key, or the named ones), ordered by run and key."""
     query = (
         "SELECT s.id, s.run_id, s.key, s.count, s.first_step, s.last_step, coalesce(m.levels, 0), m.rolled_step "
         "FROM metrics_metricseries s LEFT JOIN metrics_rollupmark m ON m.series_id = s.id WHERE s.run_id = ANY(%s)"
@@ -56,7 +58,8 @@ def _series_of(cur: CursorWrapper, run_ids: list[int], keys: list[str] | None) -
     return [SeriesRef(*row) for row in cur.fetchall()]
 
 
-def metric_keys(*, run_id: int) -> list[dict[str, Any]]:
+def metric_keys_of_run(*, run_id: int) -> list[dict[str, Any]]:
+    """Every key of a run that has points, with its count, first and last step and last value."""
     return [
         {
             "key": key,
@@ -164,7 +167,7 @@ class TooManySeries(ApiError):
         )
 
 
-def series_read(
+def series_of_runs(
     *,
     run_ids: list[int],
     keys: list[str] | None,
@@ -211,7 +214,7 @@ def _bounds(
 ) -> dict[int, tuple[int, int, int | None]]:
     """Per series with points in range: (first step, last step, point count), from the summary
     when the range covers the whole series, else from two index probes (count unknown)."""
-    lo, hi = (0 if start is None else start), (MAX_STEP if end is None else end)
+    lo, hi = (0 if start is None else start), (MAX_BIGINT if end is None else end)
     bounds: dict[int, tuple[int, int, int | None]] = {}
     narrowed = []
     for ref in refs:
@@ -272,11 +275,11 @@ def _read_buckets(cur: CursorWrapper, plans: dict[int, Plan], out: dict[int, dic
     return {sid: out[sid]["count"] for sid in plans}
 
 
-def metrics_read(
+def series_of_run(
     *, run_id: int, keys: list[str] | None, max_points: int, start: int | None, end: int | None
 ) -> list[dict[str, Any]]:
     """One run's series (the shape of GET /runs/{id}/metrics: no "run" per series)."""
-    series = series_read(run_ids=[run_id], keys=keys, max_points=max_points, start=start, end=end)
+    series = series_of_runs(run_ids=[run_id], keys=keys, max_points=max_points, start=start, end=end)
     for entry in series:
         del entry["run"]
     return series

@@ -1,15 +1,15 @@
 from __future__ import annotations
 
-from django.db.models import Prefetch
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import MAX_ID, ApiError, ErrorSerializer, Pagination, int_schema
+from controlplane.api import ErrorSerializer, Pagination, int_schema
+from controlplane.auth.access import accessible_run
+from controlplane.limits import MAX_BIGINT
 from controlplane.runs import selectors, services
-from controlplane.runs.models import Attempt, Run, RunToken
 from controlplane.runs.serializers import (
     STATUS_CHOICES,
     STATUS_LIST_PATTERN,
@@ -22,42 +22,7 @@ from controlplane.runs.serializers import (
     RunSubmitSerializer,
     RunSummarySerializer,
 )
-from controlplane.teams.models import Role
-from controlplane.teams.selectors import team_role_at_least
 from workers.recipes import RECIPES
-
-
-def get_run(request: Request, run_id: int, *, with_attempts: bool = False, write: bool = False) -> Run:
-    """The run if the caller may see it; 404 otherwise (another team's run does not exist).
-    `write`: the caller is about to write into the run (metrics, samples, checkpoints, its
-    environment), which needs that run's own run token or the member role in its team: a
-    viewer gets 403."""
-    runs = selectors.runs_visible_to(request.user)
-    if with_attempts:
-        # Oldest attempt first, always: clients read the last one as the current attempt.
-        runs = runs.prefetch_related(Prefetch("attempts", queryset=Attempt.objects.order_by("number")))
-    run = runs.filter(id=run_id).first()
-    if run is None:
-        raise ApiError(f"Run {run_id} not found.", code="not_found", status_code=404)
-    if write and not isinstance(request.auth, RunToken):
-        check_run_write(request.user, run)
-    return run
-
-
-def check_run_write(user: object, run: Run) -> None:
-    """403 unless `user` is a member or admin of the run's team (a run token is checked by
-    RunTokenScope instead: it may write only into its own run)."""
-    if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
-        raise viewer_denied(run.id)
-
-
-def viewer_denied(run_id: int) -> ApiError:
-    return ApiError(
-        f"Viewers cannot write into run {run_id}: writing needs the member or admin role in its team, "
-        "or the run's own token.",
-        code="permission_denied",
-        status_code=403,
-    )
 
 
 class RecipeListView(APIView):
@@ -81,7 +46,7 @@ class RunListView(APIView):
                 description=f"Comma-separated statuses, any case: {', '.join(STATUS_CHOICES)}",
             ),
             OpenApiParameter("team", str, description="Team slug"),
-            OpenApiParameter("project", int_schema(0, MAX_ID), description="Project id"),
+            OpenApiParameter("project", int_schema(0, MAX_BIGINT), description="Project id"),
             OpenApiParameter("name", str, description="Substring of the run name"),
             OpenApiParameter("tag", str, description="Runs carrying this tag"),
         ],
@@ -107,7 +72,8 @@ class RunListView(APIView):
         data.is_valid(raise_exception=True)
         run = services.run_submit(user=request.user, **data.validated_data)
         return Response(
-            RunDetailSerializer(get_run(request, run.id, with_attempts=True)).data, status=status.HTTP_201_CREATED
+            RunDetailSerializer(accessible_run(request, run.id, with_attempts=True)).data,
+            status=status.HTTP_201_CREATED,
         )
 
 
@@ -117,15 +83,16 @@ class RunDetailView(APIView):
 
     @extend_schema(responses=RunDetailSerializer, summary="A run, its resolved config and attempts")
     def get(self, request: Request, run_id: int) -> Response:
-        return Response(RunDetailSerializer(get_run(request, run_id, with_attempts=True)).data)
+        return Response(RunDetailSerializer(accessible_run(request, run_id, with_attempts=True)).data)
 
 
 class RunCancelView(APIView):
     @extend_schema(request=None, responses={202: RunDetailSerializer, 409: ErrorSerializer}, summary="Cancel a run")
     def post(self, request: Request, run_id: int) -> Response:
-        run = services.run_cancel(user=request.user, run=get_run(request, run_id))
+        run = services.run_cancel(user=request.user, run=accessible_run(request, run_id))
         return Response(
-            RunDetailSerializer(get_run(request, run.id, with_attempts=True)).data, status=status.HTTP_202_ACCEPTED
+            RunDetailSerializer(accessible_run(request, run.id, with_attempts=True)).data,
+            status=status.HTTP_202_ACCEPTED,
         )
 
 
@@ -134,9 +101,10 @@ class RunCloneView(APIView):
     def post(self, request: Request, run_id: int) -> Response:
         data = RunCloneSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        run = services.run_clone(user=request.user, run=get_run(request, run_id), **data.validated_data)
+        run = services.run_clone(user=request.user, run=accessible_run(request, run_id), **data.validated_data)
         return Response(
-            RunDetailSerializer(get_run(request, run.id, with_attempts=True)).data, status=status.HTTP_201_CREATED
+            RunDetailSerializer(accessible_run(request, run.id, with_attempts=True)).data,
+            status=status.HTTP_201_CREATED,
         )
 
 
@@ -152,10 +120,11 @@ class RunResumeView(APIView):
         data = RunResumeSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         run = services.run_resume(
-            user=request.user, run=get_run(request, run_id), checkpoint_id=data.validated_data.get("checkpoint")
+            user=request.user, run=accessible_run(request, run_id), checkpoint_id=data.validated_data.get("checkpoint")
         )
         return Response(
-            RunDetailSerializer(get_run(request, run.id, with_attempts=True)).data, status=status.HTTP_202_ACCEPTED
+            RunDetailSerializer(accessible_run(request, run.id, with_attempts=True)).data,
+            status=status.HTTP_202_ACCEPTED,
         )
 
 
@@ -164,7 +133,7 @@ class RunEnvironmentView(APIView):
 
     @extend_schema(request=EnvironmentSerializer, responses={200: None}, summary="The job reports its environment")
     def post(self, request: Request, run_id: int) -> Response:
-        run = get_run(request, run_id, write=True)
+        run = accessible_run(request, run_id, write=True)
         data = EnvironmentSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)

@@ -12,8 +12,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from controlplane import observability
 from controlplane.events import run_group, run_position
+from controlplane.observability import counters
 from controlplane.runs.lifecycle import run_event
 from controlplane.runs.models import Run, RunToken
 from controlplane.runs.selectors import run_visible_to
@@ -78,7 +78,7 @@ class RunConsumer(AsyncWebsocketConsumer):
         # delivered, which is harmless; the other order could miss one unnoticed.
         self.last_seq, self.epoch = await sync_to_async(run_position)(run_id)
         await self.accept()
-        observability.WS_CLIENTS.inc()
+        counters.WS_CLIENTS.inc()
         self.outbox = asyncio.Queue()  # bounded by _enqueue, in messages and in bytes
         snapshot = await database_sync_to_async(run_event)(run, "run.snapshot")
         self._enqueue(json.dumps({**snapshot, "seq": self.last_seq, "epoch": self.epoch}, default=str))
@@ -112,7 +112,7 @@ class RunConsumer(AsyncWebsocketConsumer):
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.channel_layer.group_discard(group, self.channel_name)
         if self.outbox is not None:
-            observability.WS_CLIENTS.dec()
+            counters.WS_CLIENTS.dec()
             self.outbox = None
         if self.writer is not None:
             self.writer.cancel()
@@ -164,7 +164,7 @@ class RunConsumer(AsyncWebsocketConsumer):
             self.outbox.get_nowait()
         self.outbox.put_nowait(RESYNC)
         self.queued_bytes = len(RESYNC)
-        observability.WS_RESYNCS.inc()
+        counters.WS_RESYNCS.inc()
 
     async def _write(self) -> None:
         outbox = self.outbox

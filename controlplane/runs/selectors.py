@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import DurationField, F, OuterRef, QuerySet, Subquery, Sum
+from django.db.models import DurationField, F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Now
 
-from controlplane.runs.models import Attempt, Run
+from controlplane.runs.models import TERMINAL, Attempt, Run
 
 
 def _earlier_attempts(run: Any, run_inside: Any = None) -> QuerySet[Attempt]:
@@ -83,3 +84,9 @@ def runs_listed(
 def attempt_current_id(run_id: int) -> Any:
     """The id of the run's latest attempt (the one its job runs as); None for an external run."""
     return Attempt.objects.filter(run_id=run_id).order_by("-number").values_list("id", flat=True).first()
+
+
+def runs_going_or_ended_within(period: timedelta) -> QuerySet[Run]:
+    """Runs not ended, or ended less than `period` ago by the database's clock: those whose
+    series the metrics merger sweeps for points to roll up."""
+    return Run.objects.filter(~Q(status__in=TERMINAL) | Q(finished_at__gt=Now() - period))

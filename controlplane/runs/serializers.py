@@ -6,7 +6,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from controlplane.api import MAX_ID, ApiError, InputSerializer, max_length, query_int
+from controlplane.api import ApiError, InputSerializer, max_length, query_int
+from controlplane.limits import MAX_BIGINT
 from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.runs.selectors import run_earlier_attempts_duration
 from controlplane.teams.serializers import ProjectSerializer
@@ -194,7 +195,7 @@ class QueryIntField(serializers.Field):  # type: ignore[type-arg]
 class RunListQuerySerializer(InputSerializer):
     status = RunStatusListField(required=False, source="statuses")
     team = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    project = QueryIntField(lo=0, hi=MAX_ID, required=False)
+    project = QueryIntField(lo=0, hi=MAX_BIGINT, required=False)
     name = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     tag = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
 

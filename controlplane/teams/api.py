@@ -15,8 +15,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.api import ApiError, ErrorSerializer, Pagination
+from controlplane.auth.permissions import RunTokenScope
 from controlplane.teams import selectors, services
-from controlplane.teams.auth import RunTokenScope
 from controlplane.teams.models import ApiToken, Membership, Role
 from controlplane.teams.serializers import (
     LoginSerializer,

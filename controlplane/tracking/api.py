@@ -9,7 +9,7 @@ Requests and answers follow mlflow/protos/service.proto; errors are MLflow's
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -19,12 +19,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane import ratelimit
-from controlplane.metrics.services import Point
-from controlplane.runs.models import TERMINAL, Run, RunToken
+from controlplane.auth import policy, ratelimit
+from controlplane.auth.access import may_write
+from controlplane.metrics.wire import Point
+from controlplane.runs.models import Run, RunToken
 from controlplane.runs.selectors import runs_visible_to
-from controlplane.teams.models import Role
-from controlplane.teams.selectors import team_role_at_least
 from controlplane.tracking import selectors, services, wire
 from controlplane.tracking.errors import (
     ENDPOINT_NOT_FOUND,
@@ -76,9 +75,7 @@ def _writable_run(request: Request, data: dict[str, Any]) -> Run:
     """A run token writes into its own run; a person needs to be a member (not a viewer). As in
     MLflow, a deleted run takes nothing until it is restored."""
     run = _run(request, data)
-    if not isinstance(request.auth, RunToken) and not team_role_at_least(
-        request.user, run.project.team_id, Role.MEMBER
-    ):
+    if not may_write(request.user, request.auth, run.project.team_id):
         raise denied(f"Viewers cannot write to run {run.id}.")
     check_active(run)
     return run
@@ -92,17 +89,12 @@ def check_active(run: Run) -> None:
 
 def _check_metric_ingest(request: Request, run: Run) -> None:
     """The limits POST /api/v1/runs/{id}/metrics applies, in the same rate-limit bucket, so a
-    token gets one budget whichever API it reports through."""
-    wait = ratelimit.check(ratelimit.bucket_for(request), settings.METRICS_RATE_LIMIT_RPS)
-    if wait is not None:
-        raise MlflowError(REQUEST_LIMIT_EXCEEDED, f"Too many requests; retry in {wait:.2f} s.", retry_after_s=wait)
-    grace = timedelta(seconds=settings.METRICS_FINISHED_GRACE_S)
-    if run.status in TERMINAL and run.finished_at is not None and timezone.now() - run.finished_at > grace:
-        raise MlflowError(
-            RESOURCE_CONFLICT,
-            f"Run {run.id} ended ({run.status}) more than {settings.METRICS_FINISHED_GRACE_S:.0f} s ago; "
-            "it takes no more metrics.",
-        )
+    token gets one budget whichever API it reports through; then the write policy's grace
+    period (viewers were refused by _writable_run)."""
+    if (limited := ratelimit.refusal(ratelimit.bucket_for(request), settings.METRICS_RATE_LIMIT_RPS)) is not None:
+        raise MlflowError(REQUEST_LIMIT_EXCEEDED, limited.message, retry_after_s=limited.wait)
+    if (ended := policy.ended_refusal(run.id, run.status, run.finished_at, timezone.now())) is not None:
+        raise MlflowError(RESOURCE_CONFLICT, ended.message)
 
 
 Entities = tuple[list[Point], list[tuple[str, str]], list[tuple[str, str]]]

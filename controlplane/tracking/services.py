@@ -17,7 +17,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from controlplane.events import publish_on_commit
-from controlplane.metrics.services import Point, metrics_ingest
+from controlplane.metrics.services import metrics_ingest
+from controlplane.metrics.wire import Point
 from controlplane.runs.lifecycle import run_event
 from controlplane.runs.models import TERMINAL, Run, RunStatus
 from controlplane.teams.models import Project, Role, Team

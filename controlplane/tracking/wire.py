@@ -20,7 +20,7 @@ from rest_framework.request import Request
 
 from controlplane import inputs
 from controlplane.api import ApiError
-from controlplane.metrics.services import Point
+from controlplane.metrics.wire import Point
 from controlplane.tracking.errors import invalid
 
 # mlflow/utils/validation.py MAX_BATCH_LOG_REQUEST_SIZE; applied to every tracking request.

@@ -139,7 +139,7 @@ def test_tokens_runs_and_states_are_checked_alike(
 def test_revoked_expired_and_inactive_credentials_are_refused_alike(
     run: Run, owner: Persona, teammate: Persona, settings: Any, served: list[int]
 ) -> None:
-    """The route resolves tokens in SQL of its own (teams.auth.run_access): every way a token
+    """The route resolves tokens in SQL of its own (auth.ingest.run_access): every way a token
     stops being good must end it there as it does through the ORM."""
     path = f"/api/v1/runs/{run.id}/metrics"
     refused = (401, {"error": "authentication_failed", "message": "Invalid, revoked or expired token."})

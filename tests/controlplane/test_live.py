@@ -11,7 +11,8 @@ from channels.testing import WebsocketCommunicator
 
 from controlplane import events
 from controlplane.asgi import application
-from controlplane.metrics.services import metrics_ingest, parse_points
+from controlplane.metrics.services import metrics_ingest
+from controlplane.metrics.wire import parse_points
 from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Run, RunStatus
 from tests.conftest import Persona, run_token_for
@@ -154,7 +155,7 @@ async def test_a_new_epoch_is_passed_on_after_a_resync_never_read_as_a_gap(owner
 
 
 async def test_connected_clients_are_counted_for_prometheus(owner: Persona, run: Run):
-    from controlplane.observability import WS_CLIENTS
+    from controlplane.observability.counters import WS_CLIENTS
 
     before = WS_CLIENTS._value.get()
     ws = connect(run.id, owner.token)

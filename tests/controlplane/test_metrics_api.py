@@ -119,7 +119,7 @@ def test_too_many_requests_answer_429_with_retry_after(run: Run, run_client: API
 
 
 def test_a_user_token_and_a_run_token_with_one_id_have_their_own_budgets():
-    from controlplane.ratelimit import bucket
+    from controlplane.auth.ratelimit import bucket
     from controlplane.runs.models import RunToken
     from controlplane.teams.models import ApiToken
 
@@ -275,7 +275,7 @@ def test_reads_are_exact_however_far_the_rollups_have_got(run: Run, run_client: 
         if batch:
             assert post(run_client, run, batch).status_code == 200
         if rng.random() < 0.3:
-            merger.roll_up([MetricSeries.objects.get(run=run, key=rng.choice(["a", "b"])).id])
+            merger.series_roll_up([MetricSeries.objects.get(run=run, key=rng.choice(["a", "b"])).id])
         for key, vals in values.items():
             if not vals:
                 continue
@@ -285,7 +285,7 @@ def test_reads_are_exact_however_far_the_rollups_have_got(run: Run, run_client: 
             a, b = sorted(rng.sample(range(max(vals) + 10), 2))
             got = read(owner.client, run, f"keys={key}&max_points={max_points}&start={a}&end={b}")[key]
             assert_matches(got, brute_force(vals, max_points, a, b), sum(1 for s in vals if a <= s <= b))
-    merger.roll_up()
+    merger.series_roll_up()
     for key, vals in values.items():
         series = MetricSeries.objects.get(run=run, key=key)
         assert series.mark.rolled_step == series.last_step == max(vals)
@@ -297,7 +297,7 @@ def test_reads_touch_rollups_not_every_raw_point(run: Run, run_client: APIClient
     for i in range(0, 60_000, 10_000):
         post(run_client, run, [{"key": "big", "step": s, "value": s % 97} for s in range(i, i + 10_000)])
     # Appends are rolled up after commit, off the request path; here, in the test's transaction.
-    assert merger.roll_up() == (1, [])
+    assert merger.series_roll_up() == (1, [])
 
     def points_read() -> int:
         # Rows fetched from the points heap in this transaction (its rows are uncommitted, so
@@ -369,7 +369,7 @@ def test_summaries_stay_right_whatever_mix_of_appends_a_batch_is(
         ]
         assert got == want, round_
     assert 10 < appends < 40  # both paths were taken, many times
-    merger.roll_up()
+    merger.series_roll_up()
     for key, vals in values.items():
         series_row = MetricSeries.objects.get(run=run, key=key)
         assert stored_rollups(series_row) == expected_rollups(vals, levels_for(max(vals) - min(vals)))

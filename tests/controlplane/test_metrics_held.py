@@ -7,19 +7,25 @@ from __future__ import annotations
 import math
 import random
 import sys
+from datetime import timedelta
 from decimal import Decimal, localcontext
 from typing import Any
 
 import numpy as np
 import pytest
 from django.db import connection
+from django.utils import timezone
 
-from controlplane.metrics import merger, storage
+from controlplane.metrics import merger
 from controlplane.metrics.aggregate import EXACT, shortest_decimals
 from controlplane.metrics.models import MetricSeries
-from controlplane.metrics.services import metrics_ingest, parse_points
-from controlplane.metrics.storage import Chunk
-from controlplane.runs.models import Run
+from controlplane.metrics.services import metrics_ingest
+from controlplane.metrics.storage import copy
+from controlplane.metrics.storage.series import Chunk
+from controlplane.metrics.wire import parse_points
+from controlplane.runs.models import Run, RunStatus
+from controlplane.teams.models import Project
+from tests.conftest import Persona
 from tests.controlplane.test_metrics_api import assert_matches, brute_force, read, stored_rollups
 from workers.report.encoding import encode_value
 
@@ -43,7 +49,7 @@ def test_shortest_decimals_are_the_digits_repr_and_postgres_write() -> None:
 
 
 def test_sums_go_to_postgres_in_binary_as_the_numerics_their_text_gives() -> None:
-    """storage._numerics writes a round's sums in numeric's binary form, padded to one width:
+    """copy.numerics writes a round's sums in numeric's binary form, padded to one width:
     PostgreSQL must read back each one with the value and scale its text gives, from zero and
     -0 through NaN and ±Infinity to exact sums hundreds of digits long."""
     rng = random.Random(3)
@@ -56,16 +62,16 @@ def test_sums_go_to_postgres_in_binary_as_the_numerics_their_text_gives() -> Non
                      for _ in range(rng.randint(1, 9))]  # fmt: skip
             sums.append(sum(map(Decimal, map(repr, terms)), Decimal(0)))
     text = np.array([str(x) for x in sums], dtype=np.bytes_)
-    numerics = storage._numerics(text)
+    numerics = copy.numerics(text)
     assert numerics.dtype.itemsize > 300  # some of these sums span the float range
     row = np.dtype([("fields", ">i2"), ("i_len", ">i4"), ("i", ">i4"), ("sum_len", ">i4"), ("sum", numerics.dtype)])
-    rows = storage._binary_rows(row, len(sums))
+    rows = copy.binary_rows(row, len(sums))
     rows["i"], rows["sum"] = np.arange(len(sums)), numerics
     with connection.cursor() as cur:
         cur.execute(
             "CREATE TEMP TABLE binary_sums (i int4, sum numeric); CREATE TEMP TABLE text_sums (i int4, sum numeric)"
         )
-        storage.copy_binary(cur, "binary_sums", "i, sum", rows)
+        copy.copy_rows(cur, "binary_sums", "i, sum", rows)
         cur.execute("INSERT INTO text_sums SELECT i, s::numeric FROM unnest(%s::text[]) WITH ORDINALITY AS t(s, i)",
                     [[str(x) for x in sums]])  # fmt: skip
         cur.execute(
@@ -109,17 +115,17 @@ def handed(monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: 
 
 @pytest.fixture
 def read_back(monkeypatch: pytest.MonkeyPatch) -> set[int]:
-    """Series whose pending points were rolled up in SQL (storage.merge_pending)."""
-    from controlplane.metrics import storage
+    """Series whose pending points were rolled up in SQL (storage.merges.merge_pending)."""
+    from controlplane.metrics.storage import merges
 
     seen: set[int] = set()
-    merge_pending = storage.merge_pending
+    merge_pending = merges.merge_pending
 
     def spy(cur: Any, ids: list[int]) -> Any:
         seen.update(ids)
         return merge_pending(cur, ids)
 
-    monkeypatch.setattr(storage, "merge_pending", spy)
+    monkeypatch.setattr(merges, "merge_pending", spy)
     return seen
 
 
@@ -141,8 +147,8 @@ def test_held_points_roll_up_as_sql_does(run: Run, owner: Any, handed: Any, read
             for sid, chunk in handed(run, batch).items():
                 held.setdefault(sid, []).append(chunk)
         by_key = {s.key: s for s in MetricSeries.objects.filter(run=run)}
-        assert merger.roll_up([by_key["held"].id], {by_key["held"].id: held[by_key["held"].id]}) == (1, [])
-        assert merger.roll_up([by_key["sql"].id]) == (1, [])
+        assert merger.series_roll_up([by_key["held"].id], {by_key["held"].id: held[by_key["held"].id]}) == (1, [])
+        assert merger.series_roll_up([by_key["sql"].id]) == (1, [])
         for series in by_key.values():
             series.refresh_from_db()
             assert series.mark.rolled_step == step, round_
@@ -169,32 +175,32 @@ def test_chunks_that_do_not_chain_are_left_to_sql(run: Run, handed: Any, read_ba
         chunks.append(handed(run, batch))
     a, b = (MetricSeries.objects.get(run=run, key=k).id for k in ("a", "b"))
     # a: chunk 1 of 0..5 missing. 0 chains, 2.. do not: a is left to SQL, which rolls up all.
-    merged, rest = merger.roll_up([a], {a: [chunks[i][a] for i in (0, 2, 3)]})
+    merged, rest = merger.series_roll_up([a], {a: [chunks[i][a] for i in (0, 2, 3)]})
     assert merged == 1 and rest == [] and read_back == {a}
     # b: rolled up in SQL first; its chunks are then stale and change nothing.
-    merger.roll_up([b])
+    merger.series_roll_up([b])
     before = stored_rollups(MetricSeries.objects.get(id=b))
-    assert merger.roll_up([b], {b: [c[b] for c in chunks]}) == (0, [])  # nothing pending
+    assert merger.series_roll_up([b], {b: [c[b] for c in chunks]}) == (0, [])  # nothing pending
     assert stored_rollups(MetricSeries.objects.get(id=b)) == before == stored_rollups(MetricSeries.objects.get(id=a))
     series = MetricSeries.objects.get(id=a)
     assert series.mark.rolled_step == max(values)
 
 
 def test_a_merger_round_uses_held_points_for_what_chains_only(run: Run, handed: Any) -> None:
-    """storage.merge_appended itself: what it merged, what it leaves, and the marks it sets."""
+    """storage.appended.merge_appended itself: what it merged, what it leaves, and the marks it sets."""
     from django.db import connection, transaction
 
-    from controlplane.metrics import storage
+    from controlplane.metrics.storage import appended, marks
 
     first = handed(run, [{"key": "c", "step": s, "value": s / 8} for s in range(100)])
     (sid,) = first
     second = handed(run, [{"key": "c", "step": s, "value": s / 8} for s in range(100, 200)])
     third = handed(run, [{"key": "c", "step": s, "value": s / 8} for s in range(200, 300)])
     with transaction.atomic(), connection.cursor() as cur:
-        assert storage.merge_appended(cur, {sid: [third[sid], first[sid]]}) == ([sid], [sid])
-        assert storage.marks(cur, [sid])[sid].rolled == 99  # first chained; third did not
-        assert storage.merge_appended(cur, {sid: [first[sid], second[sid], third[sid]]}) == ([sid], [])
-        assert storage.marks(cur, [sid])[sid].rolled == 299
+        assert appended.merge_appended(cur, {sid: [third[sid], first[sid]]}) == ([sid], [sid])
+        assert marks.marks_of(cur, [sid])[sid].rolled == 99  # first chained; third did not
+        assert appended.merge_appended(cur, {sid: [first[sid], second[sid], third[sid]]}) == ([sid], [])
+        assert marks.marks_of(cur, [sid])[sid].rolled == 299
 
 
 def test_the_merger_holds_points_within_its_budget_and_drops_what_it_cannot_chain(
@@ -222,3 +228,19 @@ def test_the_merger_holds_points_within_its_budget_and_drops_what_it_cannot_chai
     m._held, m._held_points, m._pending = {}, 0, set()
     m._requeue([1, 2], held)  # their rollups were busy: tried again with the same points
     assert m._held == held and m._pending == {1, 2} and m._held_points == 2 * (100 + merger.CHUNK_WEIGHT)
+
+
+def test_only_series_of_runs_going_or_ended_within_a_day_are_swept(owner: Persona, project: Project, run: Run) -> None:
+    """merger.series_pending_in_recent_runs: what the sweeper and the /metrics gauge look at."""
+    from controlplane.runs import services as run_services
+
+    recent, old = (
+        run_services.run_submit(user=owner.user, project=project.id, recipe="smoke", config={"steps": 3})
+        for _ in range(2)
+    )
+    now = timezone.now()
+    Run.objects.filter(id=recent.id).update(status=RunStatus.SUCCEEDED, finished_at=now - timedelta(hours=23))
+    Run.objects.filter(id=old.id).update(status=RunStatus.FAILED, finished_at=now - timedelta(hours=25))
+    ids = {r.id: MetricSeries.objects.create(run=r, key="k", count=1, last_step=0).id for r in (run, recent, old)}
+    with connection.cursor() as cur:
+        assert merger.series_pending_in_recent_runs(cur) == sorted([ids[run.id], ids[recent.id]])

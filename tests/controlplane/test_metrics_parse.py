@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from controlplane.api import ApiError
-from controlplane.metrics import services
+from controlplane.metrics import wire
 
-NOW = (datetime.now(UTC) - services.PG_EPOCH) // services.ONE_US
+NOW = (datetime.now(UTC) - wire.PG_EPOCH) // wire.ONE_US
 
 
 def random_point(rng: random.Random) -> dict[str, object]:
@@ -31,9 +31,9 @@ def test_the_column_path_agrees_with_the_loop_on_plain_batches():
     rng = random.Random(1)
     for _ in range(200):
         raw = [random_point(rng) for _ in range(rng.randrange(1, 60))]
-        fast = services._parse_columns(raw, NOW)
+        fast = wire._parse_columns(raw, NOW)
         assert fast is not None, raw
-        slow = services._parse_points(raw, NOW)
+        slow = wire._parse_points(raw, NOW)
         assert (fast.names, fast.key_index, fast.steps, fast.times) == (
             slow.names,
             slow.key_index,
@@ -63,16 +63,16 @@ def test_the_column_path_agrees_with_the_loop_on_plain_batches():
 )
 def test_a_batch_with_a_bad_point_falls_to_the_loop_which_names_it(point, path):
     raw = [{"key": "ok", "step": 0, "value": 0.5, "time": 1}, point]
-    assert services._parse_columns(raw, NOW) is None
+    assert wire._parse_columns(raw, NOW) is None
     with pytest.raises(ApiError) as caught:
-        services.parse_points({"points": raw}, max_points=10)
+        wire.parse_points({"points": raw}, max_points=10)
     assert caught.value.fields is not None and path in caught.value.fields, caught.value.message
 
 
 def test_non_finite_strings_and_string_steps_take_the_loop_and_are_accepted():
     raw = [{"key": "k", "step": "7", "value": "NaN"}, {"key": "k", "step": 8, "value": "-Infinity"}]
-    assert services._parse_columns(raw, NOW) is None
-    batch = services.parse_points({"points": raw}, max_points=10)
+    assert wire._parse_columns(raw, NOW) is None
+    batch = wire.parse_points({"points": raw}, max_points=10)
     assert batch.steps == [7, 8] and math.isnan(batch.values[0]) and batch.values[1] == -math.inf
 
 
@@ -96,8 +96,8 @@ def test_columns_per_series_give_the_same_batch_as_points():
             if p.get("time") is None:
                 p["time"] = 1_700_000_000.25
         by_key = sorted(raw, key=lambda p: list(dict.fromkeys(q["key"] for q in raw)).index(p["key"]))
-        want = services.parse_points({"points": by_key}, max_points=1000)
-        got = services.parse_points({"series": as_series(raw)}, max_points=1000)
+        want = wire.parse_points({"points": by_key}, max_points=1000)
+        got = wire.parse_points({"series": as_series(raw)}, max_points=1000)
         assert (got.names, got.key_index, got.steps, got.times) == (want.names, want.key_index, want.steps, want.times)
         assert [repr(v) for v in got.values] == [repr(v) for v in want.values]  # NaN too
 
@@ -110,10 +110,10 @@ def test_one_time_for_a_whole_series_and_points_with_series_in_one_body():
             {"key": "a", "steps": [5], "values": [0.5]},
         ],
     }
-    batch = services.parse_points(body, max_points=10)
+    batch = wire.parse_points(body, max_points=10)
     assert batch.names == ["a", "b"] and batch.key_index == [0, 1, 1, 0]
     assert batch.steps == [0, 1, 2, 5] and batch.values == [1.0, 2.0, 3.5, 0.5]
-    assert batch.times[1] == batch.times[2] == (1_764_504_000 - services.PG_EPOCH_UNIX) * 1_000_000
+    assert batch.times[1] == batch.times[2] == (1_764_504_000 - wire.PG_EPOCH_UNIX) * 1_000_000
 
 
 @pytest.mark.parametrize(
@@ -139,7 +139,7 @@ def test_one_time_for_a_whole_series_and_points_with_series_in_one_body():
 def test_a_bad_series_entry_is_named_to_the_element(entry, path):
     body = {"series": [{"key": "ok", "steps": [0], "values": [0.5]}, entry]}
     with pytest.raises(ApiError) as caught:
-        services.parse_points(body, max_points=10)
+        wire.parse_points(body, max_points=10)
     assert caught.value.fields is not None and path in caught.value.fields, caught.value.message
 
 
@@ -148,12 +148,12 @@ def test_the_point_limit_counts_the_points_of_every_series():
         "points": [{"key": "a", "step": 0, "value": 1}],
         "series": [{"key": "b", "steps": [1, 2], "values": [1, 2]}],
     }
-    assert len(services.parse_points(body, max_points=3)) == 3
+    assert len(wire.parse_points(body, max_points=3)) == 3
     with pytest.raises(ApiError) as caught:
-        services.parse_points(body, max_points=2)
+        wire.parse_points(body, max_points=2)
     assert caught.value.status_code == 413
     with pytest.raises(ApiError) as caught:
-        services.parse_points({"series": {"key": "a"}}, max_points=2)
+        wire.parse_points({"series": {"key": "a"}}, max_points=2)
     assert caught.value.fields == {"series": ["required list"]}
 
 
@@ -168,7 +168,7 @@ def test_the_live_event_carries_each_keys_points_as_columns_in_batch_order():
             {"key": "a", "step": 9, "value": 7},
         ]
     }
-    event = _points_event(4, services.parse_points(body, max_points=10))
+    event = _points_event(4, wire.parse_points(body, max_points=10))
     assert event == {
         "type": "metrics.points",
         "run_id": 4,

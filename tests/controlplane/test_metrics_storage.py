@@ -14,10 +14,13 @@ import pytest
 from django.db import connection, connections, transaction
 from django.db.migrations.executor import MigrationExecutor
 
-from controlplane.metrics import merger, storage, tasks
+from controlplane.metrics import merger, tasks
 from controlplane.metrics.models import MetricRollup, MetricSeries, RollupMark
 from controlplane.metrics.rollups import levels_for
-from controlplane.metrics.services import Point, metrics_ingest, parse_points
+from controlplane.metrics.services import metrics_ingest
+from controlplane.metrics.storage.marks import try_lock_rollups
+from controlplane.metrics.storage.merges import merge_pending
+from controlplane.metrics.wire import Point, parse_points
 from controlplane.runs.models import Run
 from controlplane.tracking.services import run_log_batch
 from tests.conftest import Persona, release_claim
@@ -201,10 +204,10 @@ def race(run: Run, key: str, appends: Callable[[], None]) -> int:
     while not done.is_set():
         series = MetricSeries.objects.filter(run=run, key=key).first()
         if series is not None:
-            merges += merger.roll_up([series.id])[0]
+            merges += merger.series_roll_up([series.id])[0]
     thread.join()
     series_id = MetricSeries.objects.get(run=run, key=key).id
-    while merger.roll_up([series_id])[1]:
+    while merger.series_roll_up([series_id])[1]:
         time.sleep(0.01)
     return merges
 
@@ -234,12 +237,12 @@ def test_the_sweeper_rolls_up_what_no_process_did(owner: Persona, run: Run, monk
     assert len(scheduled) == 1 and len(scheduled[0]) == 3
     assert not RollupMark.objects.filter(series__run=run).exists()
     release_claim("metrics.roll_up")  # an earlier test's sweep may hold this interval
-    assert tasks.roll_up.apply().get() == 3
+    assert tasks.rollups_sweep.apply().get() == 3
     for i, series in enumerate(wait_rolled_up(run, keys=3, timeout=0)):
         assert stored_rollups(series) == expected_rollups({s: float(s * (i + 1)) for s in range(70)}, 2)
-    assert tasks.roll_up.apply().get() is None  # the same interval: skipped
+    assert tasks.rollups_sweep.apply().get() is None  # the same interval: skipped
     release_claim("metrics.roll_up")
-    assert tasks.roll_up.apply().get() == 0
+    assert tasks.rollups_sweep.apply().get() == 0
 
 
 def test_appends_never_wait_for_rolling_up_and_no_point_is_rolled_up_twice(owner: Persona, run: Run):
@@ -253,7 +256,7 @@ def test_appends_never_wait_for_rolling_up_and_no_point_is_rolled_up_twice(owner
     append(0)
     series = MetricSeries.objects.get(run=run, key="z")
     with transaction.atomic(), connection.cursor() as cur:
-        assert storage.try_lock_rollups(cur, [series.id]) == [series.id]  # as a merger holds it
+        assert try_lock_rollups(cur, [series.id]) == [series.id]  # as a merger holds it
 
         def second() -> None:
             try:
@@ -265,7 +268,7 @@ def test_appends_never_wait_for_rolling_up_and_no_point_is_rolled_up_twice(owner
         other.start()
         other.join(timeout=60)
         assert not other.is_alive(), "an append waited for the rollup lock"
-        storage.merge_pending(cur, [series.id])  # sees step 599 committed: merges up to it
+        merge_pending(cur, [series.id])  # sees step 599 committed: merges up to it
     assert RollupMark.objects.get(series=series).rolled_step == 599
 
     # Appends and merges racing: every point is rolled up exactly once.

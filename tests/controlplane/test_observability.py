@@ -83,7 +83,7 @@ def test_series_waiting_to_be_rolled_up_are_a_gauge(run: Run, run_client: APICli
     # The request's transaction is the test's: nothing rolls it up until asked.
     assert scrape()["barrel_rollup_pending_series"][()] == 2
     before = scrape()["barrel_rollup_series_merged_total"][()]
-    assert merger.roll_up() == (2, [])
+    assert merger.series_roll_up() == (2, [])
     after = scrape()
     assert after["barrel_rollup_pending_series"][()] == 0
     assert after["barrel_rollup_series_merged_total"][()] - before == 2

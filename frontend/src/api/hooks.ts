@@ -21,11 +21,10 @@ import {
   type LoginRequest,
   type MetricKeysResponse,
   type MetricsResponse,
-  type Paginated,
   type RunDetail,
   type RunListParams,
-  type RunSummary,
-  type Sample,
+  type RunPage,
+  type SamplePage,
   type Checkpoint,
   type SessionResponse,
 } from "./types";
@@ -76,7 +75,7 @@ export function useRuns(params: RunListParams) {
   return useQuery({
     queryKey: queryKeys.runList(params),
     queryFn: ({ signal }) =>
-      apiRequest<Paginated<RunSummary>>("/runs", { query: { ...params }, signal }),
+      apiRequest<RunPage>("/runs", { query: { ...params }, signal }),
     placeholderData: keepPreviousData,
     refetchInterval: RUNS_REFETCH_MS,
   });
@@ -131,7 +130,7 @@ export function useSamples(runId: number) {
   return useQuery({
     queryKey: queryKeys.samples(runId),
     queryFn: ({ signal }) =>
-      apiRequest<Paginated<Sample>>(`/runs/${runId}/samples`, { query: { limit: SAMPLES_SHOWN }, signal }),
+      apiRequest<SamplePage>(`/runs/${runId}/samples`, { query: { limit: SAMPLES_SHOWN }, signal }),
     // "samples.added" events invalidate this entry.
     staleTime: Number.POSITIVE_INFINITY,
   });

@@ -1,99 +1,51 @@
 /**
- * Wire types of the Barrel v1 API, written by hand from the contract while the
- * backend is in flight. Field names match the JSON exactly.
+ * Wire types of the Barrel v1 API. The REST shapes are aliases of the types generated from the
+ * OpenAPI schema (schema.gen.ts: `make api-types` writes it, `make test` fails when it drifts);
+ * the rest of the app imports only from here.
  *
- * When the OpenAPI schema exists, run `npm run gen:types` (writes
- * schema.gen.ts) and turn the interfaces below into aliases of
- * `components["schemas"][...]`; the rest of the app imports only from here.
+ * Hand-written, because the schema has no counterpart:
+ * - the websocket messages (Channels serves them; OpenAPI describes only REST), built from the
+ *   generated RunSummary;
+ * - runtime values the generator does not emit (RUN_STATUSES, isTerminal, WS_CLOSE_NOT_FOUND),
+ *   each checked against a generated type at compile time.
  */
+import type { components, operations } from "./schema.gen";
+
+type Schemas = components["schemas"];
 
 // ---------------------------------------------------------------- common
 
+/** A float as it appears in an answer: a number, or a string for a non-finite one. */
+export type WireFloat = Schemas["MetricKey"]["last_value"];
 /** Non-finite floats travel as these strings in both directions. */
-export type NonFiniteString = "NaN" | "Infinity" | "-Infinity";
-/** A float as it appears on the wire. */
-export type WireFloat = number | NonFiniteString;
+export type NonFiniteString = Exclude<WireFloat, number>;
 
 /** `{"error": "<code>", "message": "human text", "fields": {"config.steps": [...]}}` */
-export interface ApiErrorBody {
-  error: string;
-  message: string;
-  /** Only for validation errors; keys are dotted paths. */
-  fields?: Record<string, string[]>;
-}
-
-export interface Paginated<T> {
-  count: number;
-  next: string | null;
-  previous: string | null;
-  results: T[];
-}
+export type ApiErrorBody = Schemas["Error"];
 
 // ---------------------------------------------------------------- session, tokens
 
-export interface User {
-  id: number;
-  username: string;
-}
-
+export type User = Schemas["User"];
 /** GET/POST /api/v1/session */
-export interface SessionResponse {
-  user: User | null;
-}
-
-export interface LoginRequest {
-  username: string;
-  password: string;
-}
-
-export interface TokenCreateRequest {
-  username?: string;
-  password?: string;
-  name?: string;
-}
-
+export type SessionResponse = Schemas["Session"];
+export type LoginRequest = Schemas["LoginRequest"];
+export type TokenCreateRequest = Schemas["TokenCreateRequest"];
 /** POST /api/v1/tokens → 201; `token` is shown once. */
-export interface TokenCreated {
-  id: number;
-  name: string;
-  token: string;
-  created_at: string;
-}
-
-export interface TokenInfo {
-  id: number;
-  name: string;
-  created_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
+export type TokenCreated = Schemas["TokenCreated"];
+export type TokenInfo = Schemas["Token"];
 
 // ---------------------------------------------------------------- teams, projects
 
-export type TeamRole = "viewer" | "member" | "admin";
-
-export interface TeamRef {
-  id: number;
-  slug: string;
-  name: string;
-}
-
-export interface Team extends TeamRef {
-  role: TeamRole;
-}
-
-export interface ProjectRef {
-  id: number;
-  name: string;
-  team: TeamRef;
-}
-
-export interface Project extends ProjectRef {
-  created_at: string;
-}
+export type TeamRole = Schemas["RoleEnum"];
+export type TeamRef = Schemas["TeamRef"];
+export type Team = Schemas["Team"];
+export type Project = Schemas["Project"];
 
 // ---------------------------------------------------------------- runs
 
+export type RunStatus = Schemas["StatusEnum"];
+
+/** Every status, in lifecycle order; the check below fails to compile if the schema's set changes. */
 export const RUN_STATUSES = [
   "QUEUED",
   "DISPATCHING",
@@ -102,186 +54,52 @@ export const RUN_STATUSES = [
   "SUCCEEDED",
   "FAILED",
   "CANCELLED",
-] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
+] as const satisfies readonly RunStatus[];
+type MissingStatus = Exclude<RunStatus, (typeof RUN_STATUSES)[number]>;
+const everyStatusListed: [MissingStatus] extends [never] ? true : MissingStatus = true;
+void everyStatusListed;
 
-export const TERMINAL_STATUSES: ReadonlySet<string> = new Set<RunStatus>([
-  "SUCCEEDED",
-  "FAILED",
-  "CANCELLED",
-]);
+export const TERMINAL_STATUSES: ReadonlySet<string> = new Set<RunStatus>(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
 export function isTerminal(status: string): boolean {
   return TERMINAL_STATUSES.has(status);
 }
 
-export interface RunSummary {
-  id: number;
-  name: string;
-  recipe: string;
-  status: RunStatus;
-  tags: string[];
-  project: ProjectRef;
-  created_by: string;
-  created_at: string;
-  updated_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-  /** Empty string unless the run failed. */
-  failure_reason: string;
-  /**
-   * Seconds the run's earlier attempts ran (a resumed run); its duration is this plus the
-   * current attempt's time from started_at.
-   */
-  earlier_attempts_s: number;
-  /**
-   * What the run's work waits for on the Ray cluster ("waiting for cluster resources: 2 tasks
-   * need {CPU: 1}; 0.5 of 2 CPU free"); empty when nothing waits.
-   */
-  waiting_for: string;
-  /** When that wait began; null when nothing waits. */
-  waiting_since: string | null;
-}
-
-export interface Attempt {
-  /** uuid; also the Ray submission_id. */
-  id: string;
-  number: number;
-  /** The contract does not fix an attempt status set; shown as given. */
-  status: string;
-  created_at: string;
-  submitted_at: string | null;
-  started_at: string | null;
-  finished_at: string | null;
-  failure_reason: string;
-  // The environment fields arrive when the job reports in, so they may be
-  // empty (or null) before that.
-  code_version: string | null;
-  packages: Record<string, string> | null;
-  seeds: Record<string, unknown> | null;
-  python: string | null;
-  hostname: string | null;
-  /** Checkpoint id this attempt resumed from (POST /runs/{id}/resume), else null. */
-  resume_from: number | null;
-}
-
+export type RunSummary = Schemas["RunSummary"];
+export type Attempt = Schemas["Attempt"];
 /** A rollout sample a job kept (GET /runs/{id}/samples). */
-export interface Sample {
-  id: number;
-  step: number;
-  prompt: string;
-  response: string;
-  /** A number, or "NaN"/"Infinity" strings; null when the job sent none. */
-  reward: number | string | null;
-  prompt_tokens: number | null;
-  response_tokens: number | null;
-  weight_version: number | null;
-  extra: Record<string, unknown>;
-  created_at: string;
-}
-
+export type Sample = Schemas["Sample"];
 /** A checkpoint a job registered (GET /runs/{id}/checkpoints). */
-export interface Checkpoint {
-  id: number;
-  run: number;
-  attempt: string | null;
-  step: number;
-  uri: string;
-  weight_version: number | null;
-  metrics: Record<string, number | string>;
-  created_at: string;
-}
+export type Checkpoint = Schemas["Checkpoint"];
+export type RunDetail = Schemas["RunDetail"];
 
-export interface RunDetail extends RunSummary {
-  config: Record<string, unknown>;
-  /** Params logged through the MLflow API, by key: an external run's whole configuration. */
-  params: Record<string, string>;
-  log_tail: string;
-  /** The run this one was cloned from (POST /runs/{id}/clone), else null. */
-  cloned_from: number | null;
-  attempts: Attempt[];
-}
+/** One page of GET /api/v1/runs. */
+export type RunPage = Schemas["PaginatedRunSummaryList"];
+/** One page of GET /api/v1/runs/{id}/samples. */
+export type SamplePage = Schemas["PaginatedSampleList"];
 
 /** Query of GET /api/v1/runs. */
-export interface RunListParams {
-  status?: RunStatus;
-  team?: string;
-  project?: number;
-  name?: string;
-  tag?: string;
-  limit?: number;
-  offset?: number;
-}
+export type RunListParams = NonNullable<operations["runs_list"]["parameters"]["query"]>;
 
-export interface RunCreateRequest {
-  project: string | number;
-  name: string;
-  recipe: string;
-  config: Record<string, unknown>;
-  tags?: string[];
-}
+export type RunCreateRequest = Schemas["RunSubmitRequest"];
 
 // ---------------------------------------------------------------- artifacts
 
 /** One entry of GET /api/v1/runs/{id}/artifacts. */
-export interface ArtifactEntry {
-  /** Relative to the run's artifact root; pass it back as `path`. */
-  path: string;
-  name: string;
-  is_dir: boolean;
-  /** Bytes; null for a directory. */
-  size: number | null;
-}
-
-export interface ArtifactList {
-  /** The directory listed; "" for the root. */
-  path: string;
-  files: ArtifactEntry[];
-  /** The directory has more entries than one answer lists. */
-  truncated: boolean;
-}
+export type ArtifactEntry = Schemas["ArtifactEntry"];
+export type ArtifactList = Schemas["ArtifactList"];
 
 // ---------------------------------------------------------------- metrics
 
-export interface MetricKeyInfo {
-  key: string;
-  count: number;
-  first_step: number;
-  last_step: number;
-  last_value: WireFloat | null;
-}
-
+export type MetricKeyInfo = Schemas["MetricKey"];
 /** GET /api/v1/runs/{id}/metrics/keys */
-export interface MetricKeysResponse {
-  keys: MetricKeyInfo[];
-}
-
+export type MetricKeysResponse = Schemas["MetricKeys"];
 /** Query of GET /api/v1/runs/{id}/metrics. */
-export interface MetricsQuery {
-  keys?: string[];
-  max_points?: number;
-  start?: number;
-  end?: number;
-}
-
+export type MetricsQuery = NonNullable<operations["runs_metrics_retrieve"]["parameters"]["query"]>;
 /** One downsampled series as column arrays; one entry per bucket. */
-export interface MetricSeriesWire {
-  key: string;
-  /** Raw points in the requested range (not the number of buckets). */
-  count: number;
-  /** Last step of each bucket. */
-  step: number[];
-  min: WireFloat[];
-  max: WireFloat[];
-  mean: WireFloat[];
-  last: WireFloat[];
-}
-
+export type MetricSeriesWire = Schemas["MetricSeries"];
 /** GET /api/v1/runs/{id}/metrics */
-export interface MetricsResponse {
-  run: number;
-  series: MetricSeriesWire[];
-}
+export type MetricsResponse = Schemas["MetricSeriesList"];
 
 // ---------------------------------------------------------------- websocket
 
@@ -292,18 +110,19 @@ export interface MetricsResponse {
  * counter started again (its Redis restarted): refetch, it is neither a gap
  * nor old news.
  */
-export interface WsRunSnapshot {
-  type: "run.snapshot";
-  run: RunSummary;
+interface WsEvent {
   seq?: number;
   epoch?: string;
 }
 
-export interface WsRunStatus {
+export interface WsRunSnapshot extends WsEvent {
+  type: "run.snapshot";
+  run: RunSummary;
+}
+
+export interface WsRunStatus extends WsEvent {
   type: "run.status";
   run: RunSummary;
-  seq?: number;
-  epoch?: string;
 }
 
 /** One key's new (or changed) points of an ingest batch, as columns. */
@@ -313,33 +132,27 @@ export interface LiveSeriesWire {
   values: WireFloat[];
 }
 
-export interface WsMetricsPoints {
+export interface WsMetricsPoints extends WsEvent {
   type: "metrics.points";
   run_id: number;
   series: LiveSeriesWire[];
-  seq?: number;
-  epoch?: string;
 }
 
 export interface WsResync {
   type: "resync";
 }
 
-export interface WsSamplesAdded {
+export interface WsSamplesAdded extends WsEvent {
   type: "samples.added";
   run_id: number;
   count: number;
   steps: number[];
-  seq?: number;
-  epoch?: string;
 }
 
-export interface WsCheckpointRegistered {
+export interface WsCheckpointRegistered extends WsEvent {
   type: "checkpoint.registered";
   run_id: number;
-  checkpoint: { id: number; step: number; uri: string };
-  seq?: number;
-  epoch?: string;
+  checkpoint: Pick<Checkpoint, "id" | "step" | "uri">;
 }
 
 export type WsMessage =

@@ -4,7 +4,7 @@ import { useCheckpoints, useResumeRun, useSamples } from "../../api/hooks";
 import type { Checkpoint, RunDetail, Sample } from "../../api/types";
 import { ErrorBox } from "../../components/ErrorBox";
 import { formatDateTime } from "../../format";
-import { formatReward, samplesByStep } from "./samples";
+import { checkpointMetric, formatReward, samplesByStep } from "./samples";
 
 /** What the policy actually said, and what the reward made of it: the newest steps first. */
 export function SamplesPanel({ runId }: { runId: number }) {
@@ -110,7 +110,7 @@ export function CheckpointsPanel({ run }: { run: RunDetail }) {
               ) : null}
               <td className="num">{c.step}</td>
               <td className="num">{c.weight_version ?? "–"}</td>
-              <td className="num">{formatReward(c.metrics["reward/mean"])}</td>
+              <td className="num">{formatReward(checkpointMetric(c.metrics, "reward/mean"))}</td>
               <td>
                 <code className="wrap">{c.uri}</code>
               </td>

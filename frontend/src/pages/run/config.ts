@@ -8,7 +8,8 @@ export const EXTERNAL_RECIPE = "external";
  * logged through MLflow. */
 export function configPanel(run: Pick<RunDetail, "recipe" | "config" | "params">): {
   title: string;
-  value: Record<string, unknown>;
+  /** Shown as JSON; the schema types a run's config as any JSON value. */
+  value: unknown;
 } {
   if (run.recipe === EXTERNAL_RECIPE) {
     const count = Object.keys(run.params).length;

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 
 import { liveBufferFor, type SeriesByKey } from "../../api/metrics";
 import { queryKeys } from "../../api/queryKeys";
-import type { MetricKeysResponse, Paginated, RunDetail, RunSummary } from "../../api/types";
+import type { MetricKeysResponse, RunDetail, RunPage, RunSummary, SamplePage } from "../../api/types";
 import { applyRunMessage, parseMessage, ReconnectBackoff, runSocketUrl, SeqTracker } from "./live";
 
 function summary(id: number, status: RunSummary["status"]): RunSummary {
@@ -13,7 +13,13 @@ function summary(id: number, status: RunSummary["status"]): RunSummary {
     recipe: "smoke",
     status,
     tags: [],
-    project: { id: 1, name: "p", team: { id: 1, slug: "t", name: "T" } },
+    project: {
+      id: 1,
+      name: "p",
+      description: "",
+      team: { id: 1, slug: "t", name: "T" },
+      created_at: "2025-01-01T00:00:00Z",
+    },
     created_by: "demo",
     created_at: "2025-01-01T00:00:00Z",
     updated_at: "2025-01-01T00:00:00Z",
@@ -101,13 +107,13 @@ describe("applyRunMessage", () => {
     const qc = client();
     qc.setQueryData(queryKeys.runDetail(5), detail(5, "RUNNING"));
     const listKey = queryKeys.runList({ limit: 50, offset: 0 });
-    qc.setQueryData<Paginated<RunSummary>>(listKey, {
+    qc.setQueryData<RunPage>(listKey, {
       count: 2,
       next: null,
       previous: null,
       results: [summary(6, "QUEUED"), summary(5, "RUNNING")],
     });
-    const untouched = qc.getQueryData<Paginated<RunSummary>>(listKey)?.results[0];
+    const untouched = qc.getQueryData<RunPage>(listKey)?.results[0];
 
     applyRunMessage(qc, 5, { type: "run.status", run: { ...summary(5, "FAILED"), failure_reason: "OOM" } });
 
@@ -116,7 +122,7 @@ describe("applyRunMessage", () => {
     expect(run?.failure_reason).toBe("OOM");
     expect(run?.config).toEqual({ steps: 3 }); // detail-only fields survive
     expect(qc.getQueryState(queryKeys.runDetail(5))?.isInvalidated).toBe(true); // attempts and log_tail refetch
-    const list = qc.getQueryData<Paginated<RunSummary>>(listKey);
+    const list = qc.getQueryData<RunPage>(listKey);
     expect(list?.results[1]?.status).toBe("FAILED");
     expect(list?.results[0]).toBe(untouched);
   });
@@ -176,7 +182,7 @@ describe("SeqTracker", () => {
 describe("samples and checkpoints events", () => {
   it("invalidate exactly the run's samples or checkpoints, and ignore other runs", () => {
     const qc = client();
-    qc.setQueryData<Paginated<unknown>>(queryKeys.samples(5), { count: 0, next: null, previous: null, results: [] });
+    qc.setQueryData<SamplePage>(queryKeys.samples(5), { count: 0, next: null, previous: null, results: [] });
     qc.setQueryData(queryKeys.checkpoints(5), []);
     qc.setQueryData(queryKeys.runDetail(5), detail(5, "RUNNING"));
     applyRunMessage(qc, 5, { type: "samples.added", run_id: 6, count: 2, steps: [3] });

@@ -11,8 +11,8 @@ import { queryKeys } from "../../api/queryKeys";
 import type {
   MetricKeyInfo,
   MetricKeysResponse,
-  Paginated,
   RunDetail,
+  RunPage,
   RunSummary,
   WsMessage,
 } from "../../api/types";
@@ -46,7 +46,7 @@ function patchRunSummary(queryClient: QueryClient, run: RunSummary): void {
     // The summary lacks attempts and log_tail, which change with the status.
     void queryClient.invalidateQueries({ queryKey: detailKey, exact: true });
   }
-  queryClient.setQueriesData<Paginated<RunSummary>>({ queryKey: queryKeys.runLists }, (page) => {
+  queryClient.setQueriesData<RunPage>({ queryKey: queryKeys.runLists }, (page) => {
     if (!page || !page.results.some((r) => r.id === run.id)) return page;
     return { ...page, results: page.results.map((r) => (r.id === run.id ? { ...r, ...run } : r)) };
   });

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { queryKeys } from "../../api/queryKeys";
 import type { Sample } from "../../api/types";
 import { applyRunMessage } from "./live";
-import { formatReward, SAMPLES_REFRESH_MS, samplesByStep } from "./samples";
+import { checkpointMetric, formatReward, SAMPLES_REFRESH_MS, samplesByStep } from "./samples";
 
 function sample(id: number, step: number, reward: number | null = 1): Sample {
   return {
@@ -39,6 +39,16 @@ describe("formatReward", () => {
     expect(formatReward(0.12345)).toBe("0.123");
     expect(formatReward("NaN")).toBe("NaN");
     expect(formatReward(null)).toBe("–");
+  });
+});
+
+describe("checkpointMetric", () => {
+  it("reads a key of a checkpoint's metrics object, and nothing from anything else", () => {
+    expect(checkpointMetric({ "reward/mean": 0.5 }, "reward/mean")).toBe(0.5);
+    expect(checkpointMetric({ "reward/mean": "NaN" }, "reward/mean")).toBe("NaN");
+    expect(checkpointMetric({}, "reward/mean")).toBeUndefined();
+    expect(checkpointMetric(null, "reward/mean")).toBeUndefined();
+    expect(checkpointMetric([1, 2], "0")).toBeUndefined();
   });
 });
 

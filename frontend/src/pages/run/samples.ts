@@ -68,6 +68,12 @@ export function samplesByStep(samples: readonly Sample[]): StepSamples[] {
     .map(([step, rows]) => ({ step, samples: [...rows].sort((x, y) => x.id - y.id) }));
 }
 
+/** One value of a checkpoint's `metrics` (a JSON object the job chose), or undefined. */
+export function checkpointMetric(metrics: unknown, key: string): unknown {
+  if (metrics === null || typeof metrics !== "object" || Array.isArray(metrics)) return undefined;
+  return (metrics as Record<string, unknown>)[key];
+}
+
 /** Rewards as stored: numbers, "NaN"/"Infinity" strings for non-finite ones, or missing. */
 export function formatReward(value: unknown): string {
   if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toFixed(3);

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import time
 from functools import cache
 from typing import Any
 
 import redis
 from django.conf import settings
+
+from controlplane.api import ApiError
+from controlplane.runs.models import RunToken
 
 
 @cache
@@ -23,8 +27,6 @@ def bucket_for(request: Any) -> str:
 def bucket(user: Any, auth: Any) -> str:
     """The budget a request draws on: its token's (user and run tokens live in separate tables,
     so their ids can coincide: the kind is part of the name), else its user's (a session)."""
-    from controlplane.runs.models import RunToken
-
     if auth is None:
         return f"user:{user.pk}"
     return token_bucket("run" if isinstance(auth, RunToken) else "tok", auth.pk)
@@ -49,3 +51,16 @@ def check(bucket: str, per_second: float) -> float | None:
     if count <= per_second:
         return None
     return max(0.05, window + 1 - now)
+
+
+def refusal(bucket: str, per_second: float) -> ApiError | None:
+    """The 429 (with its Retry-After) of a request over its bucket's budget, else None."""
+    wait = check(bucket, per_second)
+    if wait is None:
+        return None
+    return ApiError(
+        f"Too many requests; retry in {wait:.2f} s.",
+        code="rate_limited",
+        status_code=429,
+        retry_after=max(1, math.ceil(wait)),
+    )

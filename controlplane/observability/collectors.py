@@ -1,14 +1,11 @@
-"""Prometheus metrics of the control plane's own health, served at /metrics.
+"""The /metrics view: this process' counters, and figures read at scrape time where they are true.
 
-Figures made in the web process (ingest, websockets) are prometheus_client counters, gauges and
-histograms. With several web processes, set PROMETHEUS_MULTIPROC_DIR (an empty directory, the
-same for all of them): each process then writes its values to files there and a scrape of any
-one of them sums them all (prometheus_client's multiprocess mode).
-
-Figures that belong to other processes are read at scrape time from where they are true, so
-they need no shared memory and survive restarts: the Celery queue depth from the Redis broker,
-and dispatch latency (the dispatch runs in the Celery worker) from the attempts table, as a
-cumulative histogram of submit → RUNNING over every attempt that started.
+The counters come from controlplane.observability.counters (all web processes' when
+PROMETHEUS_MULTIPROC_DIR is set). Figures that belong to other processes are read at scrape
+time from where they are true, so they need no shared memory and survive restarts: the Celery
+queue depth from the Redis broker, dispatch latency (the dispatch runs in the Celery worker)
+from the attempts table, as a cumulative histogram of submit → RUNNING over every attempt that
+started, and the series waiting to be rolled up from the metrics tables.
 """
 
 from __future__ import annotations
@@ -23,38 +20,19 @@ import redis
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-POINTS = Counter("barrel_metric_points_ingested", "Metric points accepted by ingest (replays included).")
-BATCH_SECONDS = Histogram(
-    "barrel_metric_ingest_batch_seconds",
-    "Time to store one ingest batch: series lock, COPY, insert or upsert, rollups.",
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
-)
-WS_CLIENTS = Gauge("barrel_websocket_clients", "Connected websocket clients.", multiprocess_mode="livesum")
-ROLLED_UP = Counter("barrel_rollup_series_merged", "Times a series' pending points were rolled up after commit.")
-WS_RESYNCS = Counter("barrel_websocket_resyncs", "Times a websocket client fell behind and was told to resync.")
+from controlplane.metrics import merger
+from controlplane.observability import counters  # noqa: F401 - registers this process' counters
+from controlplane.runs.models import Attempt
 
 DISPATCH_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 # Kombu's Redis transport keeps a list per queue and, for priorities 3, 6 and 9, one list each
 # named queue + "\x06\x16" + priority.
 KOMBU_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
-
-
-def ingest_observed(*, points: int, seconds: float) -> None:
-    POINTS.inc(points)
-    BATCH_SECONDS.observe(seconds)
 
 
 @cache
@@ -66,6 +44,8 @@ def _broker() -> redis.Redis | None:
 
 
 class BrokerCollector(Collector):
+    """Tasks waiting in the Celery queue, read from the broker."""
+
     def collect(self) -> Iterator[Metric]:
         broker = _broker()
         if broker is None:
@@ -82,9 +62,9 @@ class BrokerCollector(Collector):
 
 
 class DispatchCollector(Collector):
-    def collect(self) -> Iterator[Metric]:
-        from controlplane.runs.models import Attempt
+    """Submit → RUNNING of every attempt that started, read from the attempts table."""
 
+    def collect(self) -> Iterator[Metric]:
         counts = ", ".join(f"count(*) FILTER (WHERE d <= {b})" for b in DISPATCH_BUCKETS)
         with connection.cursor() as cur:
             cur.execute(
@@ -107,11 +87,11 @@ class DispatchCollector(Collector):
 
 
 class RollupCollector(Collector):
-    def collect(self) -> Iterator[Metric]:
-        from controlplane.metrics import merger
+    """Series of recent runs with points not rolled up yet, read from the metrics tables."""
 
+    def collect(self) -> Iterator[Metric]:
         with connection.cursor() as cur:
-            pending = len(merger.recent_pending(cur))
+            pending = len(merger.series_pending_in_recent_runs(cur))
         family = GaugeMetricFamily(
             "barrel_rollup_pending_series",
             "Series of live runs with points not rolled up yet (normally a moment's worth; a steady rise "
@@ -141,6 +121,7 @@ class _Default(Collector):
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
+    """GET /metrics in Prometheus' text format; a bearer token is required when METRICS_TOKEN is set."""
     token = settings.METRICS_TOKEN
     if token:
         given = request.headers.get("Authorization", "")

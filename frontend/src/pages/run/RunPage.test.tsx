@@ -1,0 +1,191 @@
+import { cleanup, screen, waitFor } from "@testing-library/react";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+
+import type { MetricKeysResponse, MetricsResponse, RunDetail } from "../../api/types";
+import { errorResponse, never, runDetail, runSummary, stubApi, type Route } from "../../test/api";
+import { renderPage } from "../../test/render";
+import { FakeWebSocket } from "../../test/websocket";
+import { RunPage } from "./RunPage";
+
+// uPlot draws on a canvas, which jsdom lacks: a stand-in records what each chart was fed.
+const plots = vi.hoisted(() => ({ fed: new Map<string, unknown[][]>() }));
+vi.mock("uplot", () => {
+  class FakePlot {
+    width = 400;
+    ctx = { font: "", measureText: () => ({ width: 10 }) };
+    constructor(
+      private readonly options: { series: { label?: string }[] },
+      data: unknown[][],
+    ) {
+      this.setData(data);
+    }
+    setData(data: unknown[][]): void {
+      plots.fed.set(String(this.options.series[1]?.label), data);
+    }
+    setSize(): void {}
+    destroy(): void {}
+    static rangeNum(min: number, max: number): [number, number] {
+      return [min, max];
+    }
+  }
+  return { default: FakePlot };
+});
+
+const RUN = "GET /api/v1/runs/5";
+
+/** The routes of everything the run page asks for; `overrides` replaces some. */
+function runPageApi(overrides: Record<string, Route> = {}) {
+  const keys: MetricKeysResponse = {
+    keys: [{ key: "reward/mean", count: 2, first_step: 0, last_step: 1, last_value: 0.5 }],
+  };
+  const values = [0.25, 0.5];
+  const series: MetricsResponse = {
+    run: 5,
+    series: [{ key: "reward/mean", count: 2, step: [0, 1], min: values, max: values, mean: values, last: values }],
+  };
+  return stubApi({
+    [RUN]: () => runDetail(),
+    "GET /api/v1/runs/5/checkpoints": () => [],
+    "GET /api/v1/runs/5/metrics/keys": () => keys,
+    "GET /api/v1/runs/5/metrics": () => series,
+    "GET /api/v1/runs/5/samples": () => ({ count: 0, next: null, previous: null, results: [] }),
+    "GET /api/v1/runs/5/artifacts": () => ({ path: "", files: [], truncated: false }),
+    ...overrides,
+  });
+}
+
+function renderRun(id: string | number = 5) {
+  return renderPage(<RunPage />, { path: `/runs/${id}`, route: "/runs/:id" });
+}
+
+beforeEach(() => {
+  FakeWebSocket.opened = [];
+  plots.fed.clear();
+  vi.stubGlobal("WebSocket", FakeWebSocket);
+  vi.stubGlobal(
+    "ResizeObserver",
+    class {
+      observe(): void {}
+      disconnect(): void {}
+    },
+  );
+});
+
+afterEach(() => {
+  cleanup();
+  vi.unstubAllGlobals();
+});
+
+describe("the run page", () => {
+  it("says it is loading until the run arrives", () => {
+    runPageApi({ [RUN]: never });
+    renderRun();
+    expect(screen.getByText("Loading run 5…")).toBeTruthy();
+  });
+
+  it("says a run that is not there is not found, with the API's message", async () => {
+    runPageApi({ [RUN]: () => errorResponse(404, "not_found", "Run 5 not found.") });
+    renderRun();
+    expect((await screen.findByRole("alert")).textContent).toBe("Run 5 not found: Run 5 not found.");
+    expect(screen.getByRole("link", { name: "← All runs" })).toBeTruthy();
+  });
+
+  it("refuses a path that is no run id, without asking the API", () => {
+    const api = runPageApi();
+    renderRun("latest");
+    expect(screen.getByRole("alert").textContent).toBe('"latest" is not a run id.');
+    expect(api.calls).toEqual([]);
+  });
+
+  it("shows a run that has reported nothing yet", async () => {
+    runPageApi({
+      [RUN]: () => runDetail({ status: "QUEUED", started_at: null }),
+      "GET /api/v1/runs/5/metrics/keys": () => ({ keys: [] }),
+    });
+    renderRun();
+    expect((await screen.findByTestId("run-status")).textContent).toBe("QUEUED");
+    expect(await screen.findByText(/No metrics yet/)).toBeTruthy();
+    for (const panel of ["charts", "samples", "checkpoints", "artifacts", "attempts", "run-failure"]) {
+      expect(screen.queryByTestId(panel)).toBeNull();
+    }
+  });
+
+  it("shows why a run failed, with its log tail", async () => {
+    runPageApi({
+      [RUN]: () => runDetail({ status: "FAILED", failure_reason: "OOM", log_tail: "Killed" }),
+    });
+    renderRun();
+    expect((await screen.findByTestId("run-failure")).textContent).toContain("OOM");
+    expect(screen.getByTestId("run-log-tail").textContent).toBe("Killed");
+    expect(screen.queryByTestId("cancel-run")).toBeNull();
+  });
+
+  it("patches charts and status from the websocket, then refetches the run once it ends", async () => {
+    let run: RunDetail = runDetail();
+    const api = runPageApi({ [RUN]: () => run });
+    renderRun();
+    expect((await screen.findByTestId("points-reward/mean")).textContent).toBe("2");
+    expect(screen.getByTestId("live-state").textContent).toBe("connecting…");
+
+    const socket = FakeWebSocket.latest();
+    expect(socket.url).toBe(`ws://${window.location.host}/ws/runs/5/`);
+    socket.accept();
+    await waitFor(() => expect(screen.getByTestId("live-state").textContent).toBe("live"));
+    socket.send({ type: "run.snapshot", run: runSummary(), seq: 1, epoch: "e1" });
+
+    // New points of a known key, and a key not seen before (its value non-finite).
+    socket.send({
+      type: "metrics.points",
+      run_id: 5,
+      series: [
+        { key: "reward/mean", steps: [2], values: [0.75] },
+        { key: "loss", steps: [2], values: ["NaN"] },
+      ],
+      seq: 2,
+      epoch: "e1",
+    });
+    expect((await screen.findByTestId("points-reward/mean")).textContent).toBe("3");
+    expect((await screen.findByTestId("points-loss")).textContent).toBe("1");
+    expect(screen.getByTestId("chart-loss").textContent).toContain("last NaN");
+    expect(plots.fed.get("mean")?.[0]).toEqual([0, 1, 2]);
+
+    // The run ends: the status is patched at once, the detail refetched (attempts, log tail).
+    run = runDetail({ status: "SUCCEEDED", finished_at: "2026-11-30T10:05:00Z" });
+    socket.send({ type: "run.status", run: runSummary({ status: "SUCCEEDED" }), seq: 3, epoch: "e1" });
+    await waitFor(() => expect(screen.getByTestId("run-status").textContent).toBe("SUCCEEDED"));
+    expect(screen.queryByTestId("cancel-run")).toBeNull();
+    await waitFor(() => expect(api.callsTo("/api/v1/runs/5")).toBe(2));
+    // In order: no resync, so the series were fetched once.
+    expect(api.callsTo("/api/v1/runs/5/metrics")).toBe(1);
+  });
+
+  it("refetches what it missed when the event counter jumps", async () => {
+    const api = runPageApi();
+    renderRun();
+    expect((await screen.findByTestId("points-reward/mean")).textContent).toBe("2");
+    const socket = FakeWebSocket.latest();
+    socket.accept();
+    socket.send({ type: "run.snapshot", run: runSummary(), seq: 1, epoch: "e1" });
+    socket.send({ type: "samples.added", run_id: 5, count: 1, steps: [3], seq: 4, epoch: "e1" });
+    await waitFor(() => expect(api.callsTo("/api/v1/runs/5/metrics")).toBe(2));
+    expect(api.callsTo("/api/v1/runs/5")).toBe(2);
+  });
+
+  it("stops and says so when the server closes the feed as not found", async () => {
+    runPageApi();
+    renderRun();
+    await screen.findByTestId("run-status");
+    const socket = FakeWebSocket.latest();
+    socket.drop(4404);
+    await waitFor(() => expect(screen.getByTestId("live-state").textContent).toBe("no live feed"));
+    expect(FakeWebSocket.opened).toHaveLength(1);
+  });
+
+  it("closes its socket when the page goes away", async () => {
+    runPageApi();
+    const page = renderRun();
+    await screen.findByTestId("run-status");
+    page.unmount();
+    expect(FakeWebSocket.latest().closedWith).toBe(1000);
+  });
+});
