@@ -5,13 +5,21 @@ PY := $(VENV)/bin/python
 PYTHON ?= python3
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: demo test install frontend lint typecheck pytest clean
+.PHONY: demo test install frontend lint typecheck pytest lock clean
 
-# Reinstalled when pyproject.toml changes. torch==2.13.0 (the `train` extra) is a CPU build.
-$(VENV)/.installed: pyproject.toml
+# Exact versions from requirements.lock, then Barrel itself without resolving again; reinstalled
+# when the lock or pyproject.toml changes. torch==2.13.0 (the `train` extra) is a CPU build.
+$(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[train,embedded,dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
+
+# Writes requirements.lock again from pyproject.toml (the train, embedded and dev extras) with
+# pip-tools, which resolves through pip's own configuration (the CPU torch build on disk).
+lock: $(VENV)/.installed
+	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --extra=train,embedded,dev --strip-extras --unsafe-package=pip \
+	  --no-emit-index-url --no-emit-find-links --output-file=requirements.lock pyproject.toml
 
 frontend/node_modules/.installed: frontend/package.json frontend/package-lock.json
 	cd frontend && npm ci --no-audit --no-fund --loglevel=error

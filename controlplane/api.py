@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import Field, Model
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
@@ -205,57 +205,6 @@ def error_body(exc: exceptions.APIException) -> dict[str, Any]:
         message = str(detail) if not isinstance(detail, (dict, list)) else summarize(flatten_errors(detail))
         body = {"error": exc.get_codes() if isinstance(exc.get_codes(), str) else "error", "message": message}
     return body
-
-
-# ------------------------------------------------------------------ errors outside DRF
-# Django answers some requests itself (no route, a CSRF failure, an exception DRF does not
-# handle, a bad Host header) with HTML pages; API clients get JSON instead: Barrel's body, and
-# MLflow's `{"error_code", "message"}` under /mlflow/ (the mlflow client reads error_code).
-MLFLOW_PREFIX = "/mlflow/"
-
-
-def error_response(request: HttpRequest, exc: ApiError) -> JsonResponse:
-    """`exc` as the JSON body the caller's API speaks."""
-    if request.path.startswith(MLFLOW_PREFIX):
-        from controlplane.tracking.errors import to_mlflow  # tracking.errors imports this module
-
-        error = to_mlflow(exc)
-        assert error is not None  # every ApiError has an MLflow name
-        body: dict[str, Any] = {"error_code": error.error_code, "message": error.message}
-    else:
-        body = error_body(exc)
-    return JsonResponse(body, status=int(exc.status_code))
-
-
-def bad_request(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return error_response(request, ApiError("Bad request.", code="bad_request"))
-
-
-def permission_denied(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return error_response(
-        request, ApiError("You do not have permission to do this.", code="permission_denied", status_code=403)
-    )
-
-
-def page_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return error_response(request, ApiError(f"No such path: {request.path}", code="not_found", status_code=404))
-
-
-def server_error(request: HttpRequest) -> JsonResponse:
-    # Django has logged the exception with its traceback (django.request) before calling this.
-    if request.path.startswith(MLFLOW_PREFIX):
-        body = {"error_code": "INTERNAL_ERROR", "message": "Internal server error; it has been logged."}
-        return JsonResponse(body, status=500)
-    return JsonResponse({"error": "server_error", "message": "Internal server error; it has been logged."}, status=500)
-
-
-def csrf_failure(request: HttpRequest, reason: str = "") -> JsonResponse:
-    """CSRF_FAILURE_VIEW: a session-authenticated write without the CSRF token."""
-    message = (
-        f"CSRF check failed ({reason}). Send the `csrftoken` cookie's value as the X-CSRFToken header, "
-        "or authenticate with `Authorization: Bearer <token>` instead of a session."
-    )
-    return error_response(request, ApiError(message, code="csrf_failed", status_code=403))
 
 
 def max_length(model: type[Model], name: str) -> int:

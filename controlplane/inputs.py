@@ -13,7 +13,7 @@ Two things no endpoint can store or safely walk are refused here, before any vie
 
 Every JSON parser in play reads its body through `loads` (DRF's default parser is `JSONParser`
 below; the metric batch parser, its ASGI route and MLflow's parser call `loads`), and query
-strings and forms go through `InputCheckMiddleware`.
+strings and forms go through `controlplane.error_views.InputCheckMiddleware`.
 
 Both checks are near free on a clean body, which matters on the metric ingest path: a NUL can
 only arrive as the escape `\\u0000` (JSON forbids raw control characters in strings), so one
@@ -27,16 +27,15 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from itertools import chain, compress, repeat
 from typing import Any
 
 import orjson
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest
 from rest_framework.parsers import BaseParser
 
-from controlplane.api import ApiError, error_response
+from controlplane.api import ApiError
 
 # Deeper than any body Barrel or MLflow define (MLflow's are 3 levels; a config or a sample's
 # `extra` a handful), far below the depth at which Python's recursion limit is reached when the
@@ -180,31 +179,3 @@ def request_problem(request: HttpRequest) -> ApiError | None:
         if name is not None:
             return nul_error(name)
     return None
-
-
-class InputCheckMiddleware:
-    """Refuses requests whose path, query string or form fields carry a NUL (see the module)."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
-        problem = request_problem(request)
-        if self.is_async:
-            return self._answer_async(request, problem)
-        if problem is not None:
-            return error_response(request, problem)
-        response: HttpResponseBase = self.get_response(request)
-        return response
-
-    async def _answer_async(self, request: HttpRequest, problem: ApiError | None) -> HttpResponseBase:
-        if problem is not None:
-            return error_response(request, problem)
-        response: HttpResponseBase = await self.get_response(request)
-        return response

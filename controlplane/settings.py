@@ -41,7 +41,7 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Before CSRF, which reads form fields: NUL characters refused once, for every view.
-    "controlplane.inputs.InputCheckMiddleware",
+    "controlplane.error_views.InputCheckMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
 ]
@@ -135,7 +135,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 # JSON, as every other error body (controlplane.api; the handlers are in controlplane.urls).
-CSRF_FAILURE_VIEW = "controlplane.api.csrf_failure"
+CSRF_FAILURE_VIEW = "controlplane.error_views.csrf_failure"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

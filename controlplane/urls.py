@@ -93,8 +93,8 @@ urlpatterns = [
     re_path(r"^(?!api/|ws/|mlflow/|assets/|static/)(?P<path>.*)$", frontend.index),
 ]
 
-# Every error body is JSON, Django's own included (controlplane.api.error_response).
-handler400 = "controlplane.api.bad_request"
-handler403 = "controlplane.api.permission_denied"
-handler404 = "controlplane.api.page_not_found"
-handler500 = "controlplane.api.server_error"
+# Every error body is JSON, Django's own included (controlplane.error_views.error_response).
+handler400 = "controlplane.error_views.bad_request"
+handler403 = "controlplane.error_views.permission_denied"
+handler404 = "controlplane.error_views.page_not_found"
+handler500 = "controlplane.error_views.server_error"

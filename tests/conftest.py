@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,22 @@ from controlplane.runs.models import Attempt, Run, RunToken
 from controlplane.teams.models import Membership, Project, Role, Team
 from controlplane.teams.services import token_create
 from controlplane.teams.tokens import RUN_TOKEN_PREFIX, digest, new_secret
+
+E2E_DIR = Path(__file__).parent / "e2e"
+# Session fixtures that start processes of the stack: `live` (web, Celery, beat, Ray) and
+# `ray_address` (a Ray head). Only e2e tests may need them.
+STACK_FIXTURES = frozenset({"live", "ray_address"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark e2e, so that the fast loop (`pytest -m "not e2e and not browser"`) starts no stack:
+    1. every test under tests/e2e/ (journeys through the whole stack);
+    2. every test that needs a stack fixture, itself or through another fixture."""
+    for item in items:
+        needs_stack = STACK_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if item.path.is_relative_to(E2E_DIR) or needs_stack:
+            item.add_marker(pytest.mark.e2e)
 
 
 @dataclass

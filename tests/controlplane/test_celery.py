@@ -65,6 +65,7 @@ def test_work_outlasting_its_interval_is_not_overlapped_and_the_next_tick_runs_o
 CELERY_LOG_LINE = re.compile(r"^\[(?P<at>[\d-]+ [\d:,]+): INFO/\S+\] Task runs\.reconcile\[[\w-]+\] (?P<what>.*)$")
 
 
+@pytest.mark.e2e  # a Celery worker and two beats, each a process of its own
 @pytest.mark.django_db
 def test_two_beats_feeding_one_worker_reconcile_once_per_interval(tmp_path: Path, settings):
     """Two `celery beat` processes (a restarted one beside a stale one) each send every tick;

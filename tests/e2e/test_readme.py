@@ -32,6 +32,10 @@ GRPO_WATCH = "a GRPO run of hundreds of steps takes minutes on two CPUs (tests/e
 SKIPPED = {
     "make demo": "starts the whole stack and blocks; the session's e2e stack (tests/e2e/conftest.py) stands in",
     "make test": "the whole suite, of which this test is a part",
+    "make install": "installs into the clone's .venv, which these tests are running from",
+    '.venv/bin/python -m pytest -m "not e2e and not browser"': "the fast loop: a part of this same suite",
+    ".venv/bin/pre-commit install": "writes the clone's git hooks",
+    "make lock": "resolves every dependency again (a minute or two) and rewrites requirements.lock",
     "python -m benchmarks.learning": "the learning benchmark: 2-3 minutes a run on two CPUs",
     "python train.py": "a placeholder for the reader's own trainer",
     "barrel import runs/tb/ --project demo/openrlhf --name ppo-7b": "a placeholder for the reader's TensorBoard folder",

@@ -12,7 +12,7 @@ from controlplane.devstack import demo_run
 from workers.recipes import RECIPES
 from workers.recipes.grpo.config import GRPOConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_the_demo_and_the_example_configs_validate(tmp_path: Path):

@@ -20,7 +20,7 @@ from barrel_cli.main import main
 from controlplane.metrics.models import MetricPoint
 from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.teams.models import Project
-from tests.cli.test_main import closed_port_url
+from tests.barrel_cli.test_main import closed_port_url
 from tests.conftest import Persona
 
 DT_FLOAT, DT_DOUBLE, DT_INT64 = 1, 2, 9

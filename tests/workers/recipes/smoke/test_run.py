@@ -78,6 +78,7 @@ def offline_context(tmp_path: Path) -> RunContext:
     )
 
 
+@pytest.mark.e2e  # starts a local Ray instance
 def test_it_runs_on_ray_reports_steps_from_zero_and_fails_on_purpose(local_ray: None, tmp_path: Path) -> None:
     from workers.recipes.smoke.run import run
 

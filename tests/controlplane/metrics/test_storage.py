@@ -24,7 +24,7 @@ from controlplane.metrics.wire import Point, parse_points
 from controlplane.runs.models import Run
 from controlplane.tracking.services import run_log_batch
 from tests.conftest import Persona, release_claim
-from tests.controlplane.test_metrics_api import (
+from tests.controlplane.metrics.test_api import (
     assert_matches,
     brute_force,
     expected_rollups,

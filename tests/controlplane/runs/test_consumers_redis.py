@@ -28,7 +28,8 @@ from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Run, RunStatus
 from tests.conftest import Persona, process_env, run_token_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# e2e: a uvicorn process and a redis-server of the test's own, kept out of the fast loop.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 BIN = Path(sys.executable).parent
 

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from controlplane.artifacts import api
 from controlplane.runs.models import Run
 from tests.conftest import Persona, run_token_for
-from tests.controlplane.test_tracking_api import dispatched_run
+from tests.controlplane.tracking.test_api import dispatched_run
 
 
 def put(client: APIClient, run: Run, path: str, body: bytes) -> None:

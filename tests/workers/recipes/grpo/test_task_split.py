@@ -15,7 +15,7 @@ from workers.recipes.grpo.config import GRPOConfig, TaskConfig
 from workers.rewards.arithmetic import COMMUTATIVE, ArithmeticTask, problem_key, problem_room
 from workers.rewards.base import Prompt
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _task(config: TaskConfig) -> ArithmeticTask:

@@ -16,7 +16,7 @@ from pathlib import Path
 from controlplane.metrics.models import MetricPoint, MetricSeries
 from controlplane.runs.models import Run
 from tests.conftest import run_token_for
-from tests.workers.test_reporter import BlackHole, records_of
+from tests.workers.report.test_reporter import BlackHole, records_of
 from workers.report.encoding import encode_point
 from workers.report.spool import Spool, replay_spool, spool_path
 
@@ -56,7 +56,7 @@ def test_a_job_sigkilled_while_its_post_hangs_loses_at_most_a_flush_interval_and
         child = subprocess.Popen(
             [sys.executable, "-c", CHILD, hung, str(run.id), str(tmp_path), str(FLUSH_S)],
             stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
         )
         assert child.stdout is not None
 

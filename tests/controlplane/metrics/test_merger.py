@@ -26,7 +26,7 @@ from controlplane.metrics.wire import parse_points
 from controlplane.runs.models import Run, RunStatus
 from controlplane.teams.models import Project
 from tests.conftest import Persona
-from tests.controlplane.test_metrics_api import assert_matches, brute_force, read, stored_rollups
+from tests.controlplane.metrics.test_api import assert_matches, brute_force, read, stored_rollups
 from workers.report.encoding import encode_value
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from controlplane.runs import dispatch
 from controlplane.teams.models import Project
 from tests.conftest import Persona, run_token_for
 from tests.controlplane.conftest import UseToken
-from tests.controlplane.test_tracking_api import dispatched_run
+from tests.controlplane.tracking.test_api import dispatched_run
 
 
 def test_the_client_logs_lists_and_downloads_artifacts(

@@ -14,7 +14,7 @@ import pytest
 from controlplane.artifacts import services
 from controlplane.asgi import application
 from tests.conftest import Persona
-from tests.controlplane.test_tracking_api import dispatched_run
+from tests.controlplane.tracking.test_api import dispatched_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LIMIT = 1000
