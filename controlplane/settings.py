@@ -116,12 +116,12 @@ ROLLUP_SWEEP_INTERVAL_S = env_float("BARREL_ROLLUP_SWEEP_INTERVAL_S", 10.0)
 # interval in Redis (controlplane.celery.once_per_interval), so a second beat doubles nothing.
 CELERY_BEAT_SCHEDULE = {
     # expires: a reconcile that could not start in time is dropped, never piled up.
-    "reconcile-runs": {
+    "runs-reconcile": {
         "task": "runs.reconcile",
         "schedule": RECONCILE_INTERVAL_S,
         "options": {"expires": RECONCILE_INTERVAL_S * 2},
     },
-    "roll-up-metrics": {
+    "metrics-roll-up": {
         "task": "metrics.roll_up",
         "schedule": ROLLUP_SWEEP_INTERVAL_S,
         "options": {"expires": ROLLUP_SWEEP_INTERVAL_S * 2},

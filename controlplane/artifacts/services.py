@@ -16,7 +16,7 @@ from controlplane.artifacts.paths import storage_name
 from controlplane.artifacts.selectors import artifact_storage
 from controlplane.runs.models import Run, RunToken
 from controlplane.teams.models import Role
-from controlplane.teams.selectors import has_role
+from controlplane.teams.selectors import team_role_at_least
 
 CHUNK_BYTES = 1 << 20
 
@@ -26,7 +26,7 @@ def check_may_write(*, user: Any, auth: Any, run: Run) -> None:
     may not see the run at all got a 404 when it was looked up.)"""
     if isinstance(auth, RunToken):
         return  # the lookup already confined it to its own run
-    if not has_role(user, run.project.team_id, Role.MEMBER):
+    if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
         raise ApiError(f"Viewers cannot write artifacts into run {run.id}.", code="permission_denied", status_code=403)
 
 

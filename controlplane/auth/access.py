@@ -13,13 +13,13 @@ from controlplane.auth import policy
 from controlplane.limits import MAX_BIGINT
 from controlplane.runs.models import Attempt, Run, RunToken
 from controlplane.runs.selectors import runs_visible_to
-from controlplane.teams.selectors import has_role
+from controlplane.teams.selectors import team_role_at_least
 
 
 def may_write(user: Any, auth: Any, team_id: int) -> bool:
     """The run's own run token (RunTokenScope confined it to its run), or the writer role in
     the run's team."""
-    return isinstance(auth, RunToken) or has_role(user, team_id, policy.WRITER_ROLE)
+    return isinstance(auth, RunToken) or team_role_at_least(user, team_id, policy.WRITER_ROLE)
 
 
 def accessible_run(request: Request, run_id: int, *, with_attempts: bool = False, write: bool = False) -> Run:

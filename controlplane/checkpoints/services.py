@@ -9,7 +9,7 @@ from django.db import transaction
 from controlplane.checkpoints.models import Checkpoint, Sample
 from controlplane.events import publish_on_commit
 from controlplane.runs.models import Run
-from controlplane.runs.selectors import current_attempt_id
+from controlplane.runs.selectors import attempt_current_id
 
 
 @transaction.atomic
@@ -24,7 +24,7 @@ def checkpoint_register(
             "uri": uri,
             "weight_version": weight_version,
             "metrics": metrics or {},
-            "attempt_id": current_attempt_id(run.id),
+            "attempt_id": attempt_current_id(run.id),
         },
     )
     publish_on_commit(

@@ -1,17 +1,15 @@
 from __future__ import annotations
 
-from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import ApiError, ErrorSerializer, Pagination, int_schema, query_int
+from controlplane.api import ErrorSerializer, Pagination, int_schema
 from controlplane.auth.access import accessible_run
 from controlplane.limits import MAX_BIGINT
 from controlplane.runs import selectors, services
-from controlplane.runs.models import Run
 from controlplane.runs.serializers import (
     STATUS_CHOICES,
     STATUS_LIST_PATTERN,
@@ -19,6 +17,7 @@ from controlplane.runs.serializers import (
     RecipeSerializer,
     RunCloneSerializer,
     RunDetailSerializer,
+    RunListQuerySerializer,
     RunResumeSerializer,
     RunSubmitSerializer,
     RunSummarySerializer,
@@ -55,28 +54,7 @@ class RunListView(APIView):
         summary="List runs, newest first",
     )
     def get(self, request: Request) -> Response:
-        runs: QuerySet[Run] = selectors.runs_visible_to(request.user).order_by("-created_at", "-id")
-        # Runs deleted through MLflow's runs/delete are hidden, as MLflow's UI hides them; their
-        # pages stay reachable and runs/restore brings them back (controlplane.tracking).
-        runs = runs.filter(mlflow_deletion__isnull=True)
-        params = request.query_params
-        if (value := params.get("status")) is not None:
-            wanted = [s.strip(" ").upper() for s in value.split(",")]
-            bad = [s or "''" for s in wanted if s not in STATUS_CHOICES]
-            if bad:
-                raise ApiError(
-                    f"Unknown status {', '.join(bad)}; use one of {', '.join(STATUS_CHOICES)}.",
-                    fields={"status": [f"unknown status {b}" for b in bad]},
-                )
-            runs = runs.filter(status__in=wanted)
-        if value := params.get("team"):
-            runs = runs.filter(project__team__slug=value)
-        if (project := query_int(request, "project", lo=0, hi=MAX_BIGINT)) is not None:
-            runs = runs.filter(project_id=project)
-        if value := params.get("name"):
-            runs = runs.filter(name__icontains=value)
-        if value := params.get("tag"):
-            runs = runs.filter(tags__contains=[value])
+        runs = selectors.runs_listed(request.user, **RunListQuerySerializer.filters(request))
         paginator = Pagination()
         page = paginator.paginate_queryset(runs, request, self)
         return paginator.get_paginated_response(RunSummarySerializer(page, many=True).data)

@@ -14,9 +14,9 @@ from django.conf import settings
 
 from controlplane.events import run_group, run_position
 from controlplane.observability import counters
+from controlplane.runs.lifecycle import run_event
 from controlplane.runs.models import Run, RunToken
-from controlplane.runs.selectors import run_for
-from controlplane.runs.services import run_event
+from controlplane.runs.selectors import run_visible_to
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def _visible_run(scope: dict[str, Any], run_id: int) -> Run | None:
     token = scope.get("auth")
     if isinstance(token, RunToken) and token.run_id != run_id:
         return None
-    return run_for(user, run_id)
+    return run_visible_to(user, run_id)
 
 
 class RunConsumer(AsyncWebsocketConsumer):

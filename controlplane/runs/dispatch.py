@@ -1,8 +1,9 @@
-"""Talking to Ray: submit an attempt as a Ray job, stop it, and settle runs against Ray.
+"""The Ray adapter: submit an attempt's job, stop it, read its status and logs, word failures.
 
 Ray's Jobs API is reached over HTTP (`JobSubmissionClient`), so the control plane needs no
 Ray cluster membership. The attempt uuid is the `submission_id`: Ray refuses a second job with
-the same id, which makes dispatch idempotent even when two workers race.
+the same id, which makes dispatch idempotent even when two workers race. Nothing here changes
+a row: the services in `jobs` and the reconciler's task do.
 """
 
 from __future__ import annotations
@@ -14,16 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
-from django.db import transaction
-from django.utils import timezone
 
-from controlplane.runs import resources, services
-from controlplane.runs.models import Attempt, RunStatus, RunToken
-from controlplane.teams.tokens import RUN_TOKEN_PREFIX, digest, new_secret
+from controlplane.runs.models import Attempt
 
 logger = logging.getLogger(__name__)
-S = RunStatus
 
 _client: Any = None
 
@@ -99,26 +94,17 @@ def retry_delay(retries: int) -> float:
     return float(ceiling * random.uniform(0.5, 1.0))
 
 
-def _dispatching_key(attempt_id: str) -> str:
-    return f"barrel:dispatching:{attempt_id}"
-
-
-def _note_dispatch_try(attempt_id: str) -> None:
-    """Mark a dispatch of this attempt as alive for DISPATCH_STALE_S. A retrying dispatch tries at
-    least every DISPATCH_RETRY_MAX_DELAY_S (less than DISPATCH_STALE_S), so while it lives the
-    reconciler does not start a second one beside it."""
-    cache.set(_dispatching_key(attempt_id), 1, timeout=settings.DISPATCH_STALE_S)
-
-
-def _claim_redispatch(attempt_id: str) -> bool:
-    """True for at most one caller per DISPATCH_STALE_S, and only when no dispatch of the attempt
-    tried within that time (an atomic add: two reconcilers cannot both claim it)."""
-    return bool(cache.add(_dispatching_key(attempt_id), 1, timeout=settings.DISPATCH_STALE_S))
-
-
 def _not_found(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "does not exist" in text or "not found" in text or "404" in text
+
+
+def _raise_if_disconnected(exc: BaseException) -> None:
+    """RayUnavailable, with the client dropped, when `exc` is a lost connection. Checked before
+    "not found": a connection error's text names the address, whose port may read "404"."""
+    if _is_connection_error(exc):
+        _reset_client()
+        raise RayUnavailable(ray_answer(exc)) from exc
 
 
 def job_environment(attempt: Attempt, run_token: str) -> dict[str, str]:
@@ -152,76 +138,61 @@ def _runtime_env(attempt: Attempt, run_token: str) -> dict[str, Any]:
     return env
 
 
-def _issue_run_token(attempt: Attempt) -> str:
-    secret = new_secret(RUN_TOKEN_PREFIX)
-    RunToken.objects.create(run_id=attempt.run_id, attempt=attempt, digest=digest(secret))
-    return secret
+def job_submit(attempt: Attempt, run_token: str) -> str:
+    """Submit `attempt`'s job under its uuid: "submitted", or "duplicate" when Ray has it already.
 
-
-def attempt_dispatch(*, attempt_id: str) -> str:
-    """QUEUED → DISPATCHING, then submit. Returns what happened, for logs and tests.
-
-    Safe to call any number of times: a second call either finds the attempt past QUEUED and
-    re-submits under the same submission_id (which Ray refuses as a duplicate), or does nothing.
     Raises RayUnavailable when Ray could not be reached or answered "not now" (see is_transient),
     and Ray's own exception when it refused the job itself (a bad runtime env: a 4xx).
     """
-    services.transition(attempt_id, [S.QUEUED], S.DISPATCHING)
-    attempt = Attempt.objects.filter(id=attempt_id).select_related("resume_from").first()
-    if attempt is None or attempt.status != S.DISPATCHING:
-        return "skipped"
-    services.attempt_count_dispatch_try(attempt_id)
-    _note_dispatch_try(attempt_id)
     client = ray_client()
-    with transaction.atomic():
-        token = _issue_run_token(attempt)
     try:
         client.submit_job(
             entrypoint=settings.JOB_ENTRYPOINT,
             submission_id=str(attempt.id),
-            runtime_env=_runtime_env(attempt, token),
+            runtime_env=_runtime_env(attempt, run_token),
             metadata={"barrel_run": str(attempt.run_id), "barrel_attempt": str(attempt.number)},
         )
-        outcome = "submitted"
     except Exception as exc:
         if "already exists" in str(exc):
             # A try whose answer was lost (a dropped connection, a 5xx after the job was taken)
             # is retried under the same submission_id: Ray has the job, which is what we wanted.
-            outcome = "duplicate"
-        elif is_transient(exc):
+            return "duplicate"
+        if is_transient(exc):
             if _is_connection_error(exc):
                 _reset_client()
             raise RayUnavailable(ray_answer(exc)) from exc
-        else:
-            raise
-    Attempt.objects.filter(id=attempt_id, submitted_at__isnull=True).update(submitted_at=timezone.now())
-    # A cancel that landed between our transition and the submit: stop what we just started. The
-    # reconciler may already have settled it CANCELLED (Ray did not know the job yet), and then
-    # nothing else would ever stop this job.
-    if Attempt.objects.filter(id=attempt_id, status__in=[S.CANCELLING, S.CANCELLED]).exists():
-        attempt_stop(attempt_id=attempt_id)
-    logger.info("attempt %s of run %s: %s", attempt_id, attempt.run_id, outcome)
-    return outcome
+        raise
+    return "submitted"
 
 
-def attempt_fail_dispatch(*, attempt_id: str, reason: str) -> None:
-    services.transition(attempt_id, [S.QUEUED, S.DISPATCHING], S.FAILED, reason=reason)
-
-
-def attempt_stop(*, attempt_id: str) -> None:
+def job_stop(*, attempt_id: str) -> None:
+    """Ask Ray to stop the attempt's job; nothing when Ray has no such job yet."""
     try:
         ray_client().stop_job(str(attempt_id))
     except RayUnavailable:
         raise
     except Exception as exc:
-        # A connection error first: its text names the address, whose port may read "404".
-        if _is_connection_error(exc):
-            _reset_client()
-            raise RayUnavailable(ray_answer(exc)) from exc
+        _raise_if_disconnected(exc)
         if _not_found(exc):
             return  # No job yet: the reconciler settles it once the dispatch grace has passed.
         if is_transient(exc):
             raise RayUnavailable(ray_answer(exc)) from exc
+        raise
+
+
+def job_info(attempt_id: str) -> Any:
+    """Ray's JobDetails of the attempt's job, or None when Ray does not know it.
+
+    Raises RayUnavailable when the connection to Ray is lost (the client is dropped first).
+    """
+    try:
+        return ray_client().get_job_info(str(attempt_id))
+    except RayUnavailable:
+        raise
+    except Exception as exc:
+        _raise_if_disconnected(exc)
+        if _not_found(exc):
+            return None
         raise
 
 
@@ -246,102 +217,11 @@ def failure_reason(message: str, logs: str) -> str:
     return f"{head} — {lines[-1].strip()[:500]}" if lines else head
 
 
-def _job_logs(attempt_id: str) -> str:
+def job_logs(attempt_id: str) -> str:
+    """The tail of the job's log as plain text; "" when Ray could not hand it over."""
     try:
         logs: str = ray_client().get_job_logs(str(attempt_id))
     except Exception:
         logger.warning("could not fetch logs of job %s", attempt_id, exc_info=True)
         return ""
     return strip_ansi(logs)[-settings.LOG_TAIL_CHARS :]
-
-
-def _settle(attempt: Attempt, info: Any) -> str:
-    status = str(getattr(info.status, "value", info.status))
-    aid = str(attempt.id)
-    if status == "PENDING":
-        if attempt.status == S.CANCELLING:
-            attempt_stop(attempt_id=aid)
-        return "pending"
-    if status == "RUNNING":
-        if attempt.status == S.CANCELLING:
-            attempt_stop(attempt_id=aid)
-            return "stopping"
-        services.transition(aid, [S.DISPATCHING], S.RUNNING)
-        return "running"
-    if status == "SUCCEEDED":
-        services.transition(aid, [S.DISPATCHING, S.RUNNING, S.CANCELLING], S.SUCCEEDED)
-        return "succeeded"
-    if status == "STOPPED":
-        services.transition(aid, [S.DISPATCHING, S.RUNNING, S.CANCELLING], S.CANCELLED, reason="stopped")
-        return "cancelled"
-    if status == "FAILED":
-        logs = _job_logs(aid)
-        reason = failure_reason(getattr(info, "message", "") or "", logs)
-        if attempt.status == S.CANCELLING:
-            services.transition(aid, [S.CANCELLING], S.CANCELLED, reason=reason, log_tail=logs)
-            return "cancelled"
-        services.transition(aid, [S.DISPATCHING, S.RUNNING], S.FAILED, reason=reason, log_tail=logs)
-        return "failed"
-    return status.lower()
-
-
-def _settle_missing(attempt: Attempt) -> str:
-    """Ray does not know the job. Either it was never submitted (a dispatcher died, or a cancel
-    raced ahead of it) or Ray lost it (head restarted, job deleted)."""
-    aid = str(attempt.id)
-    age = (timezone.now() - attempt.created_at).total_seconds()
-    if attempt.status == S.CANCELLING and (attempt.submitted_at is None or age > settings.DISPATCH_STALE_S):
-        services.transition(aid, [S.CANCELLING], S.CANCELLED, reason="cancelled before the job started")
-        return "cancelled"
-    if attempt.submitted_at is None:
-        if attempt.status == S.DISPATCHING and age > settings.DISPATCH_STALE_S:
-            if not _claim_redispatch(aid):
-                return "dispatching"  # a dispatch is still retrying (Ray refusing for now)
-            from controlplane.runs.tasks import dispatch_attempt
-
-            dispatch_attempt.delay(aid)
-            return "redispatched"
-        return "waiting"
-    services.transition(
-        aid,
-        [S.DISPATCHING, S.RUNNING, S.CANCELLING],
-        S.FAILED,
-        reason=f"lost: Ray no longer knows job {aid} (the Ray head restarted or the job was deleted)",
-    )
-    return "lost"
-
-
-def runs_reconcile() -> dict[str, str]:
-    """Settle every non-terminal attempt against Ray. Runs every few seconds under Celery beat."""
-    outcomes: dict[str, str] = {}
-    attempts = services.attempts_active()
-    if not attempts:
-        return outcomes
-    try:
-        client = ray_client()
-    except RayUnavailable:
-        logger.warning("reconcile: Ray unreachable at %s; will retry", settings.RAY_ADDRESS)
-        return outcomes
-    cluster = resources.ClusterView(settings.RAY_ADDRESS)
-    for attempt in attempts:
-        try:
-            try:
-                info = client.get_job_info(str(attempt.id))
-            except Exception as exc:
-                if _is_connection_error(exc):
-                    _reset_client()
-                    logger.warning("reconcile: lost Ray connection; will retry")
-                    return outcomes
-                if not _not_found(exc):
-                    raise
-                outcomes[str(attempt.id)] = _settle_missing(attempt)
-                resources.attempt_note_waiting(attempt, None, cluster)
-                continue
-            outcomes[str(attempt.id)] = _settle(attempt, info)
-            resources.attempt_note_waiting(attempt, info, cluster)
-        except RayUnavailable:
-            return outcomes
-        except Exception:
-            logger.exception("reconcile: attempt %s", attempt.id)
-            outcomes[str(attempt.id)] = "error"
-    return outcomes

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controlplane.runs.models import RunStatus
+
 logger = logging.getLogger(__name__)
 
 Resources = Mapping[str, float]
@@ -267,17 +269,15 @@ class ClusterView:
             return None
 
 
-def attempt_note_waiting(attempt: Any, info: Any, view: ClusterView) -> None:
-    """After the reconciler settled `attempt` against Ray's `info` (None: Ray does not know the
-    job), keep its run's note current: what its work waits for while the job is pending or runs,
-    nothing once it ends or is being stopped."""
-    from controlplane.runs import services
-    from controlplane.runs.models import RunStatus
-
+def attempt_waiting_note(attempt: Any, info: Any, view: ClusterView) -> str | None:
+    """The note `attempt`'s run should carry once the reconciler has read Ray's `info` on it
+    (None: Ray does not know the job). What its work waits for while the job is pending or runs,
+    "" once it ends or is being stopped; None when the note stays as it is (unchanged, or the
+    state API could not be asked)."""
     status = str(getattr(info.status, "value", info.status)) if info is not None else ""
     note: str | None = ""
     if status in ("PENDING", "RUNNING") and attempt.status != RunStatus.CANCELLING:
         note = view.waiting_for(submission_id=str(attempt.id), job_status=status, job_id=info.job_id)
     if note is None or note == attempt.run.waiting_for:
-        return
-    services.run_note_waiting(run_id=attempt.run_id, note=note)
+        return None
+    return note

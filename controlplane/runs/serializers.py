@@ -4,10 +4,12 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.request import Request
 
-from controlplane.api import InputSerializer, max_length
+from controlplane.api import ApiError, InputSerializer, max_length, query_int
+from controlplane.limits import MAX_BIGINT
 from controlplane.runs.models import Attempt, Run, RunStatus
-from controlplane.runs.selectors import earlier_attempts_duration
+from controlplane.runs.selectors import run_earlier_attempts_duration
 from controlplane.teams.serializers import ProjectSerializer
 from workers.recipes import RECIPES
 
@@ -49,10 +51,10 @@ class RunSummarySerializer(serializers.ModelSerializer[Run]):
         ]
 
     def get_earlier_attempts_s(self, run: Run) -> float:
-        # Annotated on lists (selectors.with_earlier_attempts); one query otherwise.
+        # Annotated on lists (selectors.runs_with_earlier_attempts); one query otherwise.
         earlier = getattr(run, "earlier_attempts", None)
         if not hasattr(run, "earlier_attempts"):
-            earlier = earlier_attempts_duration(run.id)
+            earlier = run_earlier_attempts_duration(run.id)
         return earlier.total_seconds() if earlier else 0.0
 
 
@@ -160,3 +162,50 @@ STATUS_CHOICES = [s.value for s in RunStatus]
 # What GET /runs?status= accepts: statuses in any case, separated by commas (and spaces).
 _ANY_CASE = "|".join("".join(f"[{c.upper()}{c.lower()}]" for c in s) for s in STATUS_CHOICES)
 STATUS_LIST_PATTERN = f"^ *({_ANY_CASE}) *(, *({_ANY_CASE}) *)*$"
+
+
+class RunStatusListField(serializers.Field):  # type: ignore[type-arg]
+    """Comma-separated statuses, any case, to their list; an unknown one is refused by name."""
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        wanted = [s.strip(" ").upper() for s in str(data).split(",")]
+        bad = [s or "''" for s in wanted if s not in STATUS_CHOICES]
+        if bad:
+            raise ApiError(
+                f"Unknown status {', '.join(bad)}; use one of {', '.join(STATUS_CHOICES)}.",
+                fields={"status": [f"unknown status {b}" for b in bad]},
+            )
+        return wanted
+
+
+class QueryIntField(serializers.Field):  # type: ignore[type-arg]
+    """An integer query parameter, read by `query_int` from the request in the context: given
+    once, from `lo` to `hi`, refused naming it otherwise."""
+
+    def __init__(self, *, lo: int, hi: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.lo, self.hi = lo, hi
+
+    def to_internal_value(self, data: Any) -> int | None:
+        return query_int(self.context["request"], str(self.field_name), lo=self.lo, hi=self.hi)
+
+
+# GET /runs' filters, read from the query string (`filters`). Their errors are the ApiErrors the
+# list has always answered; limit and offset are the paginator's, other parameters are ignored.
+class RunListQuerySerializer(InputSerializer):
+    status = RunStatusListField(required=False, source="statuses")
+    team = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    project = QueryIntField(lo=0, hi=MAX_BIGINT, required=False)
+    name = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    tag = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+
+    @classmethod
+    def filters(cls, request: Request) -> dict[str, Any]:
+        """The filters `request` asks for, as keyword arguments of `selectors.runs_listed`."""
+        params = request.query_params
+        # The last value of a repeated parameter, as QueryDict.get gives it (query_int refuses
+        # a repeated project itself).
+        data = {name: params[name] for name in cls._declared_fields if name in params}
+        serializer = cls(data=data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        return dict(serializer.validated_data)

@@ -1,5 +1,7 @@
-"""Run lifecycle. Every state change is a conditional UPDATE; only the caller that changed the
-row acts, so duplicate task deliveries, retries and racing workers are harmless."""
+"""The runs' user-facing services: submit, cancel, clone, resume, and the job's environment report.
+
+State changes go through `lifecycle`; Ray work is handed to the tasks after commit.
+"""
 
 from __future__ import annotations
 
@@ -9,23 +11,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 from pydantic import ValidationError as PydanticValidationError
 
 from controlplane.api import ApiError
-from controlplane.runs.models import ACTIVE, TERMINAL, Attempt, Run, RunStatus, RunToken
+from controlplane.checkpoints.models import Checkpoint
+from controlplane.runs import tasks
+from controlplane.runs.lifecycle import run_publish_status, transition
+from controlplane.runs.models import TERMINAL, Attempt, Run, RunStatus
 from controlplane.teams.models import Project, Role, Team
-from controlplane.teams.selectors import has_role
+from controlplane.teams.selectors import team_role_at_least
 from controlplane.teams.services import project_get_or_create
 from workers.recipes import RECIPES, get_recipe
-
-S = RunStatus
-# Attempts that end FAILED (the job failed, or Ray lost it) or CANCELLED lose their run tokens at
-# once. A SUCCEEDED attempt's job exited cleanly after its last flush; its token keeps the
-# finished-run grace period (settings.METRICS_FINISHED_GRACE_S) like everyone else's.
-REVOKE_TOKENS_ON = frozenset({S.FAILED, S.CANCELLED})
 
 
 def _loc_path(prefix: str, loc: Iterable[Any]) -> str:
@@ -67,7 +64,7 @@ def config_resolve(*, recipe: str, config: Any) -> dict[str, Any]:
     return model.model_dump(mode="json")
 
 
-def resolve_project(*, user: Any, ref: Any) -> Project:
+def project_resolve(*, user: Any, ref: Any) -> Project:
     """`ref` is a project id, or "team-slug/project-name" (created on first use)."""
     if isinstance(ref, int) and not isinstance(ref, bool):
         project = Project.objects.filter(id=ref, team__memberships__user=user).select_related("team").first()
@@ -94,38 +91,24 @@ def resolve_project(*, user: Any, ref: Any) -> Project:
     )
 
 
-def run_event(run: Run, event_type: str = "run.status") -> dict[str, Any]:
-    from controlplane.runs.serializers import RunSummarySerializer
-
-    return {"type": event_type, "run": dict(RunSummarySerializer(run).data)}
-
-
-def _publish_status(run_id: int) -> None:
-    """After commit, push the run as it then is (several transitions in one transaction
-    publish the final state)."""
-
-    def send() -> None:
-        from controlplane.events import publish
-
-        run = Run.objects.select_related("project", "project__team", "created_by").get(id=run_id)
-        publish(run_id, run_event(run))
-
-    transaction.on_commit(send)
-
-
 def _enqueue_dispatch(attempt_id: uuid.UUID) -> None:
-    from controlplane.runs.tasks import dispatch_attempt
-
-    transaction.on_commit(lambda: dispatch_attempt.delay(str(attempt_id)))
+    """Dispatch the attempt once the row is committed (the row first, then the work)."""
+    transaction.on_commit(lambda: tasks.attempt_dispatch.delay(str(attempt_id)))
 
 
 @transaction.atomic
 def run_submit(
     *, user: Any, project: Any, recipe: str, config: Any, name: str = "", tags: list[str] | None = None
 ) -> Run:
+    """A new run and its first attempt, dispatched after commit.
+
+    1. Resolve the config (defaults, seed) and the project (created on first use).
+    2. Refuse a viewer.
+    3. Create the run and attempt 1; enqueue its dispatch and publish the run.
+    """
     resolved = config_resolve(recipe=recipe, config=config)
-    proj = resolve_project(user=user, ref=project)
-    if not has_role(user, proj.team_id, Role.MEMBER):
+    proj = project_resolve(user=user, ref=project)
+    if not team_role_at_least(user, proj.team_id, Role.MEMBER):
         raise ApiError("Viewers cannot submit runs.", code="permission_denied", status_code=403)
     run = Run.objects.create(
         project=proj,
@@ -137,53 +120,16 @@ def run_submit(
     )
     attempt = Attempt.objects.create(run=run, number=1, config=resolved, seeds={"seed": resolved["seed"]})
     _enqueue_dispatch(attempt.id)
-    _publish_status(run.id)
+    run_publish_status(run.id)
     return run
 
 
-def transition(
-    attempt_id: uuid.UUID | str,
-    frm: Iterable[str],
-    to: str,
-    *,
-    reason: str = "",
-    log_tail: str = "",
-) -> bool:
-    """Move an attempt and its run from one of `frm` to `to`. True only for the caller that
-    changed the attempt's row."""
-    frm = list(frm)
-    now = timezone.now()
-    attempt_fields: dict[str, Any] = {"status": to}
-    run_fields: dict[str, Any] = {"status": to, "updated_at": now}
-    if to == S.RUNNING:
-        attempt_fields["started_at"] = now
-        run_fields["started_at"] = now
-    if to in TERMINAL:
-        attempt_fields["finished_at"] = now
-        run_fields["finished_at"] = now
-    if reason:
-        attempt_fields["failure_reason"] = reason
-        run_fields["failure_reason"] = reason
-    if log_tail:
-        attempt_fields["log_tail"] = log_tail
-        run_fields["log_tail"] = log_tail
-    with transaction.atomic():
-        changed = Attempt.objects.filter(id=attempt_id, status__in=frm).update(**attempt_fields)
-        if not changed:
-            return False
-        if to in REVOKE_TOKENS_ON:
-            # The control plane has given up on this attempt: whatever of its job still runs (a
-            # driver orphaned by a killed parent, a node Ray lost touch with) must not write into
-            # the run any more, not even within the finished-run grace period.
-            RunToken.objects.filter(attempt_id=attempt_id, revoked_at__isnull=True).update(revoked_at=now)
-        run_id = Attempt.objects.filter(id=attempt_id).values_list("run_id", flat=True).get()
-        if Run.objects.filter(id=run_id, status__in=frm).update(**run_fields):
-            _publish_status(run_id)
-    return True
-
-
 def run_cancel(*, user: Any, run: Run) -> Run:
-    if not has_role(user, run.project.team_id, Role.MEMBER):
+    """Cancel a run: at once when nothing runs yet, else CANCELLING and a stop sent to Ray.
+
+    The reconciler settles a CANCELLING attempt CANCELLED once Ray says its job stopped.
+    """
+    if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
         raise ApiError("Viewers cannot cancel runs.", code="permission_denied", status_code=403)
     if run.status in TERMINAL:
         raise ApiError(f"Run {run.id} already ended ({run.status}).", code="conflict", status_code=409)
@@ -192,22 +138,21 @@ def run_cancel(*, user: Any, run: Run) -> Run:
         # An external run (created through the MLflow API): no Ray job to stop, it ends now.
         now = timezone.now()
         ended = Run.objects.filter(id=run.id, attempts__isnull=True).exclude(status__in=TERMINAL)
-        if ended.update(status=S.CANCELLED, finished_at=now, updated_at=now, failure_reason="cancelled"):
-            _publish_status(run.id)
+        if ended.update(status=RunStatus.CANCELLED, finished_at=now, updated_at=now, failure_reason="cancelled"):
+            run_publish_status(run.id)
         run.refresh_from_db()
         return run
-    if not transition(attempt.id, [S.QUEUED], S.CANCELLED, reason="cancelled before dispatch"):
-        if transition(attempt.id, [S.DISPATCHING, S.RUNNING], S.CANCELLING):
-            from controlplane.runs.tasks import stop_attempt
-
+    if not transition(attempt.id, [RunStatus.QUEUED], RunStatus.CANCELLED, reason="cancelled before dispatch"):
+        if transition(attempt.id, [RunStatus.DISPATCHING, RunStatus.RUNNING], RunStatus.CANCELLING):
             attempt_id = str(attempt.id)
-            transaction.on_commit(lambda: stop_attempt.delay(attempt_id))
+            transaction.on_commit(lambda: tasks.attempt_stop.delay(attempt_id))
     run.refresh_from_db()
     return run
 
 
 @transaction.atomic
 def run_clone(*, user: Any, run: Run, name: str = "") -> Run:
+    """Submit a copy of `run` (recipe, config, tags), remembering where it came from."""
     clone = run_submit(
         user=user,
         project=run.project_id,
@@ -221,24 +166,7 @@ def run_clone(*, user: Any, run: Run, name: str = "") -> Run:
     return clone
 
 
-def run_note_waiting(*, run_id: int, note: str) -> bool:
-    """Record what the run's work waits for on the cluster ("" once nothing waits) and push the
-    change live. True when the note changed. `waiting_since` keeps the start of a wait while its
-    figures change; a finished run never gets a note."""
-    runs = Run.objects.filter(id=run_id).exclude(waiting_for=note)
-    now = timezone.now()
-    if note:
-        changed = runs.filter(status__in=ACTIVE).update(
-            waiting_for=note, waiting_since=Coalesce(F("waiting_since"), Value(now)), updated_at=now
-        )
-    else:
-        changed = runs.update(waiting_for="", waiting_since=None, updated_at=now)
-    if changed:
-        _publish_status(run_id)
-    return bool(changed)
-
-
-RESUMABLE = (S.FAILED, S.CANCELLED)
+RESUMABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 @transaction.atomic
@@ -249,9 +177,7 @@ def run_resume(*, user: Any, run: Run, checkpoint_id: int | None = None) -> Run:
     continues at that step with the optimizer state and data position saved in it; metric points
     of the steps it repeats overwrite the earlier attempt's (points are keyed by run, key, step).
     """
-    from controlplane.checkpoints.models import Checkpoint
-
-    if not has_role(user, run.project.team_id, Role.MEMBER):
+    if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
         raise ApiError("Viewers cannot resume runs.", code="permission_denied", status_code=403)
     locked = Run.objects.select_for_update().get(id=run.id)
     if get_recipe(locked.recipe) is None:
@@ -261,7 +187,7 @@ def run_resume(*, user: Any, run: Run, checkpoint_id: int | None = None) -> Run:
             status_code=409,
         )
     if locked.status not in RESUMABLE:
-        hint = " Clone it to run again." if locked.status == S.SUCCEEDED else ""
+        hint = " Clone it to run again." if locked.status == RunStatus.SUCCEEDED else ""
         raise ApiError(
             f"Run {run.id} is {locked.status}; only FAILED or CANCELLED runs can be resumed.{hint}",
             code="conflict",
@@ -290,12 +216,17 @@ def run_resume(*, user: Any, run: Run, checkpoint_id: int | None = None) -> Run:
         run=run, number=last.number + 1, config=run.config, seeds=last.seeds, resume_from=checkpoint
     )
     # started_at is the current attempt's start (a transition to RUNNING sets it); the earlier
-    # attempts' time is counted from the attempts (selectors.with_earlier_attempts).
+    # attempts' time is counted from the attempts (selectors.runs_with_earlier_attempts).
     Run.objects.filter(id=run.id, status__in=RESUMABLE).update(
-        status=S.QUEUED, started_at=None, finished_at=None, failure_reason="", log_tail="", updated_at=timezone.now()
+        status=RunStatus.QUEUED,
+        started_at=None,
+        finished_at=None,
+        failure_reason="",
+        log_tail="",
+        updated_at=timezone.now(),
     )
     _enqueue_dispatch(attempt.id)
-    _publish_status(run.id)
+    run_publish_status(run.id)
     run.refresh_from_db()
     return run
 
@@ -311,6 +242,7 @@ def attempt_report_environment(
     hostname: str,
     seeds: dict[str, Any],
 ) -> Attempt:
+    """Record what the job runs on (code version, packages, host, seeds), as the job reports it."""
     attempt = Attempt.objects.select_for_update().filter(id=attempt_id, run=run).first()
     if attempt is None:
         raise ApiError(f"Run {run.id} has no attempt {attempt_id}.", fields={"attempt": ["not an attempt of this run"]})
@@ -322,13 +254,5 @@ def attempt_report_environment(
         attempt.seeds = {**attempt.seeds, **seeds}
     attempt.save(update_fields=["code_version", "packages", "python", "hostname", "seeds"])
     # The job calling in is the surest sign it runs; do not wait for the reconciler.
-    transition(attempt.id, [S.DISPATCHING], S.RUNNING)
+    transition(attempt.id, [RunStatus.DISPATCHING], RunStatus.RUNNING)
     return attempt
-
-
-def attempts_active() -> list[Attempt]:
-    return list(Attempt.objects.filter(status__in=ACTIVE).select_related("run"))
-
-
-def attempt_count_dispatch_try(attempt_id: str) -> None:
-    Attempt.objects.filter(id=attempt_id).update(dispatch_tries=F("dispatch_tries") + 1)

@@ -1,7 +1,9 @@
-"""Celery tasks: take ids, call one service, own their retries."""
+"""Celery tasks: take ids, call one service, own their retries; the reconcile task acts on the
+outcomes the reconciler read."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -9,11 +11,15 @@ from celery import shared_task
 from django.conf import settings
 
 from controlplane.celery import once_per_interval
-from controlplane.runs import dispatch
+from controlplane.runs import dispatch, jobs, reconcile
+from controlplane.runs.lifecycle import run_note_waiting, transition
+
+logger = logging.getLogger(__name__)
 
 
+# Registered names are the wire contract with messages already queued: they stay as they were.
 @shared_task(name="runs.dispatch", bind=True, max_retries=None, soft_time_limit=60, time_limit=90, acks_late=True)
-def dispatch_attempt(self: Any, attempt_id: str, first_try_at: float | None = None) -> str:
+def attempt_dispatch(self: Any, attempt_id: str, first_try_at: float | None = None) -> str:
     """Submit one attempt to Ray.
 
     While Ray cannot be reached or answers "not now" (5xx, 408, 429), the submit is retried with
@@ -25,12 +31,12 @@ def dispatch_attempt(self: Any, attempt_id: str, first_try_at: float | None = No
     # Wall-clock: the retries of one dispatch may run on other workers.
     first_try_at = time.time() if first_try_at is None else first_try_at
     try:
-        return dispatch.attempt_dispatch(attempt_id=attempt_id)
+        return jobs.attempt_dispatch(attempt_id=attempt_id)
     except dispatch.RayUnavailable as exc:
         tried_s = time.time() - first_try_at
         left_s = settings.DISPATCH_RETRY_S - tried_s
         if left_s <= 0:
-            dispatch.attempt_fail_dispatch(
+            jobs.attempt_fail_dispatch(
                 attempt_id=attempt_id,
                 reason=(
                     f"Ray did not take the job: {exc} (tried {self.request.retries + 1} times over "
@@ -44,21 +50,63 @@ def dispatch_attempt(self: Any, attempt_id: str, first_try_at: float | None = No
             kwargs={"attempt_id": attempt_id, "first_try_at": first_try_at}, countdown=countdown, exc=exc
         ) from exc
     except Exception as exc:  # noqa: BLE001 - Ray refused the job itself (bad runtime env, ...)
-        dispatch.attempt_fail_dispatch(attempt_id=attempt_id, reason=f"Ray refused the job: {dispatch.ray_answer(exc)}")
+        jobs.attempt_fail_dispatch(attempt_id=attempt_id, reason=f"Ray refused the job: {dispatch.ray_answer(exc)}")
         return "failed"
 
 
 @shared_task(name="runs.stop", bind=True, max_retries=10, soft_time_limit=30, time_limit=60)
-def stop_attempt(self: Any, attempt_id: str) -> None:
+def attempt_stop(self: Any, attempt_id: str) -> None:
+    """Stop the attempt's Ray job, retrying while Ray is unavailable."""
     try:
-        dispatch.attempt_stop(attempt_id=attempt_id)
+        dispatch.job_stop(attempt_id=attempt_id)
     except dispatch.RayUnavailable as exc:
         raise self.retry(exc=exc, countdown=dispatch.retry_delay(self.request.retries)) from exc
 
 
+def outcome_apply(outcome: reconcile.Outcome) -> str:
+    """Act on one outcome of the reconciler; returns its label as it turned out.
+
+    1. Stop the Ray job (RayUnavailable propagates: the pass ends there).
+    2. Move the attempt to its new status.
+    3. Dispatch it again, unless a dispatch is still retrying: "dispatching" then.
+    4. Store its run's waiting note.
+    """
+    label = outcome.label
+    if outcome.stop:
+        dispatch.job_stop(attempt_id=outcome.attempt_id)
+    if outcome.to is not None:
+        transition(outcome.attempt_id, outcome.frm, outcome.to, reason=outcome.reason, log_tail=outcome.log_tail)
+    if outcome.redispatch:
+        if jobs.redispatch_claim(outcome.attempt_id):
+            attempt_dispatch.delay(outcome.attempt_id)
+        else:
+            label = "dispatching"  # a dispatch is still retrying (Ray refusing for now)
+    if outcome.note is not None:
+        run_note_waiting(run_id=outcome.run_id, note=outcome.note)
+    return label
+
+
+def attempts_reconcile() -> dict[str, str]:
+    """One reconcile pass: read every active attempt's outcome, then act on each in turn.
+
+    Returns attempt id → label. A Ray that stops answering ends the pass; an attempt whose
+    outcome fails to apply is logged and labelled "error".
+    """
+    labels: dict[str, str] = {}
+    for outcome in reconcile.attempts_check():
+        try:
+            labels[outcome.attempt_id] = outcome_apply(outcome)
+        except dispatch.RayUnavailable:
+            return labels
+        except Exception:
+            logger.exception("reconcile: attempt %s", outcome.attempt_id)
+            labels[outcome.attempt_id] = "error"
+    return labels
+
+
 @shared_task(name="runs.reconcile", soft_time_limit=60, time_limit=90, ignore_result=True)
-def reconcile() -> dict[str, str] | None:
+def runs_reconcile() -> dict[str, str] | None:
     """Beat sends this every RECONCILE_INTERVAL_S. Two reconciles never overlap and a second
     scheduler does not double them (once_per_interval); None when this one was skipped."""
     with once_per_interval("runs.reconcile", settings.RECONCILE_INTERVAL_S, hold_max_s=90) as mine:
-        return dispatch.runs_reconcile() if mine else None
+        return attempts_reconcile() if mine else None

@@ -107,7 +107,7 @@ class TokenDetailView(APIView):
 
 
 def _teams_with_my_membership(user: Any) -> Any:
-    return selectors.teams_of(user).prefetch_related(
+    return selectors.teams_visible_to(user).prefetch_related(
         Prefetch("memberships", queryset=Membership.objects.filter(user=user))
     )
 
@@ -135,7 +135,7 @@ class TeamListView(APIView):
 class MemberListView(APIView):
     @extend_schema(responses=MemberSerializer(many=True), summary="Members of a team")
     def get(self, request: Request, team_id: int) -> Response:
-        team = get_object_or_404(selectors.teams_of(request.user), id=team_id)
+        team = get_object_or_404(selectors.teams_visible_to(request.user), id=team_id)
         members = team.memberships.select_related("user").order_by("user__username")
         return Response(MemberSerializer(members, many=True).data)
 
@@ -143,7 +143,7 @@ class MemberListView(APIView):
         request=MemberSetSerializer, responses={200: MemberSerializer}, summary="Add a member or change a role"
     )
     def post(self, request: Request, team_id: int) -> Response:
-        team = get_object_or_404(selectors.teams_of(request.user), id=team_id)
+        team = get_object_or_404(selectors.teams_visible_to(request.user), id=team_id)
         data = MemberSetSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         membership = services.membership_set(
@@ -158,7 +158,7 @@ class MemberListView(APIView):
 class MemberDetailView(APIView):
     @extend_schema(request=None, responses={204: None, 409: ErrorSerializer}, summary="Remove a member")
     def delete(self, request: Request, team_id: int, user_id: int) -> Response:
-        team = get_object_or_404(selectors.teams_of(request.user), id=team_id)
+        team = get_object_or_404(selectors.teams_visible_to(request.user), id=team_id)
         services.membership_remove(actor=request.user, team=team, user_id=user_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -172,7 +172,7 @@ class ProjectListView(APIView):
         summary="Projects of your teams",
     )
     def get(self, request: Request) -> Response:
-        projects = selectors.projects_of(request.user).order_by("team__slug", "name")
+        projects = selectors.projects_visible_to(request.user).order_by("team__slug", "name")
         if team := request.query_params.get("team"):
             projects = projects.filter(team__slug=team)
         paginator = Pagination()
@@ -187,7 +187,7 @@ class ProjectListView(APIView):
     def post(self, request: Request) -> Response:
         data = ProjectCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        team = selectors.teams_of(request.user).filter(slug=data.validated_data["team"]).first()
+        team = selectors.teams_visible_to(request.user).filter(slug=data.validated_data["team"]).first()
         if team is None:
             raise ApiError(
                 f"You are not in a team '{data.validated_data['team']}'.",
@@ -197,7 +197,7 @@ class ProjectListView(APIView):
             )
         # Checked here as well as on creation: a viewer naming an existing project must not get
         # the 201 of a write it may not make.
-        if not selectors.has_role(request.user, team.id, Role.MEMBER):
+        if not selectors.team_role_at_least(request.user, team.id, Role.MEMBER):
             raise ApiError("Viewers cannot create projects.", code="permission_denied", status_code=403)
         project = services.project_get_or_create(user=request.user, team=team, name=data.validated_data["name"])
         return Response(ProjectSerializer(project).data, status=status.HTTP_201_CREATED)

@@ -9,7 +9,7 @@ from django.utils.text import slugify
 
 from controlplane.api import ApiError, check_lengths, max_length
 from controlplane.teams.models import ApiToken, Membership, Project, Role, Team
-from controlplane.teams.selectors import has_role
+from controlplane.teams.selectors import team_role_at_least
 from controlplane.teams.tokens import USER_TOKEN_PREFIX, digest, new_secret
 
 
@@ -21,6 +21,7 @@ def token_create(*, user: Any, name: str = "") -> tuple[ApiToken, str]:
 
 
 def token_revoke(*, user: Any, token_id: int) -> bool:
+    """Revoke one of `user`'s live tokens; False when there is no such token."""
     return bool(
         ApiToken.objects.filter(id=token_id, user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
     )
@@ -28,6 +29,7 @@ def token_revoke(*, user: Any, token_id: int) -> bool:
 
 @transaction.atomic
 def team_create(*, user: Any, name: str, slug: str = "") -> Team:
+    """A new team with `user` as its admin; the slug is made from the name unless given."""
     made = not slug
     slug = slug or slugify(name)
     if not slug:
@@ -46,7 +48,8 @@ def team_create(*, user: Any, name: str, slug: str = "") -> Team:
 
 @transaction.atomic
 def membership_set(*, actor: Any, team: Team, username: str, role: Role) -> Membership:
-    if not has_role(actor, team.id, Role.ADMIN):
+    """Add `username` to the team or change their role; team admins only."""
+    if not team_role_at_least(actor, team.id, Role.ADMIN):
         raise ApiError("Only team admins can change members.", code="permission_denied", status_code=403)
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
@@ -57,7 +60,8 @@ def membership_set(*, actor: Any, team: Team, username: str, role: Role) -> Memb
 
 @transaction.atomic
 def membership_remove(*, actor: Any, team: Team, user_id: int) -> None:
-    if not has_role(actor, team.id, Role.ADMIN):
+    """Remove a member; team admins only, and the last admin stays (rows locked to keep one)."""
+    if not team_role_at_least(actor, team.id, Role.ADMIN):
         raise ApiError("Only team admins can change members.", code="permission_denied", status_code=403)
     target = Membership.objects.select_for_update().filter(team=team, user_id=user_id).first()
     if target is None:
@@ -69,12 +73,15 @@ def membership_remove(*, actor: Any, team: Team, user_id: int) -> None:
 
 
 def project_get_or_create(*, user: Any, team: Team, name: str, path: str = "name") -> Project:
-    """`path`: where the client sent the name (`project` when it came as "team/project")."""
+    """The team's project of that name, created on first use by a member or admin.
+
+    `path`: where the client sent the name (`project` when it came as "team/project").
+    """
     check_lengths(Project, {"name": (path, name)})
     project = Project.objects.filter(team=team, name=name).first()
     if project is not None:
         return project
-    if not has_role(user, team.id, Role.MEMBER):
+    if not team_role_at_least(user, team.id, Role.MEMBER):
         raise ApiError("Viewers cannot create projects.", code="permission_denied", status_code=403)
     project, _ = Project.objects.get_or_create(team=team, name=name)
     return project

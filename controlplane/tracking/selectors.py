@@ -22,7 +22,7 @@ from controlplane.metrics.models import MetricPoint, MetricSeries
 from controlplane.runs.models import Run
 from controlplane.runs.selectors import runs_visible_to
 from controlplane.teams.models import Project
-from controlplane.teams.selectors import projects_of
+from controlplane.teams.selectors import projects_visible_to
 from controlplane.tracking import filters, wire
 from controlplane.tracking.errors import invalid, not_found
 from controlplane.tracking.models import RunDeletion, RunParam, RunTag
@@ -66,7 +66,7 @@ def split_experiment_name(name: str) -> tuple[str | None, str]:
 def experiment_by_name(*, user: Any, name: str) -> Project:
     """A plain name is looked up in all the caller's teams and must match one project."""
     slug, project_name = split_experiment_name(name)
-    projects = projects_of(user).filter(name=project_name)
+    projects = projects_visible_to(user).filter(name=project_name)
     if slug is not None:
         projects = projects.filter(team__slug=slug)
     found = list(projects.order_by("team__slug")[:10])
@@ -80,7 +80,7 @@ def experiment_by_name(*, user: Any, name: str) -> Project:
 
 def experiment_by_id(*, user: Any, experiment_id: str) -> Project:
     pk = wire.object_id(experiment_id)
-    project = None if pk is None else projects_of(user).filter(id=pk).first()
+    project = None if pk is None else projects_visible_to(user).filter(id=pk).first()
     if project is None:
         raise not_found(f"No experiment with id={experiment_id}.")
     return project
@@ -149,7 +149,7 @@ def experiments_search(
     MLflow's default order: newest first, then by id."""
     offset = _decode_token(page_token, "offset")
     name = Concat("team__slug", Value("/"), "name", output_field=CharField())
-    projects = _experiments_filtered(projects_of(user).annotate(_name=name), filter_string)
+    projects = _experiments_filtered(projects_visible_to(user).annotate(_name=name), filter_string)
     if view_type == DELETED_ONLY:
         projects = projects.none()  # Barrel never deletes an experiment
     ordering: list[OrderBy] = []

@@ -19,10 +19,10 @@ from django.utils import timezone
 from controlplane.events import publish_on_commit
 from controlplane.metrics.services import metrics_ingest
 from controlplane.metrics.wire import Point
+from controlplane.runs.lifecycle import run_event
 from controlplane.runs.models import TERMINAL, Run, RunStatus
-from controlplane.runs.services import run_event
 from controlplane.teams.models import Project, Role, Team
-from controlplane.teams.selectors import has_role
+from controlplane.teams.selectors import team_role_at_least
 from controlplane.tracking.errors import RESOURCE_ALREADY_EXISTS, MlflowError, denied, invalid, not_found
 from controlplane.tracking.models import RunDeletion, RunParam, RunTag
 from controlplane.tracking.selectors import experiment_name, split_experiment_name
@@ -56,7 +56,7 @@ def _experiment_team(*, user: Any, name: str) -> tuple[Team, str]:
         team = Team.objects.filter(slug=slug, memberships__user=user).first()
         if team is None:  # another team's does not exist, as everywhere else
             raise not_found(f"Cannot create experiment '{name}': you are not in a team '{slug}'.")
-        if not has_role(user, team.id, Role.MEMBER):
+        if not team_role_at_least(user, team.id, Role.MEMBER):
             raise denied(f"Cannot create experiment '{name}': viewers of team '{slug}' cannot create projects.")
         return team, project_name
     teams = _writable_teams(user)
@@ -96,7 +96,7 @@ def _check_name(name: str) -> str:
 def run_create_external(
     *, user: Any, project: Project, name: str | None, start_time_ms: int | None, tags: list[tuple[str, str]]
 ) -> Run:
-    if not has_role(user, project.team_id, Role.MEMBER):
+    if not team_role_at_least(user, project.team_id, Role.MEMBER):
         raise denied(f"Viewers cannot create runs in experiment '{experiment_name(project)}'.")
     tag_name = dict(tags).get(RUN_NAME_TAG)
     run = Run.objects.create(
@@ -195,7 +195,7 @@ def run_log_batch(
 
 
 def _check_may_delete(*, user: Any, run: Run, action: str) -> None:
-    if not has_role(user, run.project.team_id, Role.MEMBER):
+    if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
         raise denied(f"Viewers cannot {action} run {run.id}.")
 
 

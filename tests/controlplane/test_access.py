@@ -39,6 +39,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from controlplane.artifacts.services import artifact_upload
 from controlplane.asgi import application, websocket_urlpatterns
 from controlplane.metrics import merger
+from controlplane.runs import lifecycle
 from controlplane.runs import services as run_services
 from controlplane.runs.models import Run, RunStatus
 from controlplane.teams.models import ApiToken, Membership, Project, Role, Team
@@ -387,8 +388,8 @@ def _target(world: World, persona: P, call: Call) -> tuple[dict[str, str], str |
     run, own = (world.run, world.tokens[P.OWN_TOKEN]) if not call.fresh else new_run(world)
     if call.ended:
         attempt = run.attempts.get().id
-        run_services.transition(attempt, [RunStatus.QUEUED], RunStatus.RUNNING)
-        run_services.transition(attempt, [RunStatus.RUNNING], RunStatus.SUCCEEDED)
+        lifecycle.transition(attempt, [RunStatus.QUEUED], RunStatus.RUNNING)
+        lifecycle.transition(attempt, [RunStatus.RUNNING], RunStatus.SUCCEEDED)
     token = own if persona is P.OWN_TOKEN else world.tokens.get(persona)
     member = world.people[P.MEMBER]
     values = {

@@ -18,8 +18,8 @@ from controlplane.auth.bearer import authenticate_bearer
 from controlplane.auth.ingest import run_access
 from controlplane.auth.permissions import check_run_scope
 from controlplane.runs import services as run_services
+from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import TERMINAL, Run, RunStatus, RunToken
-from controlplane.runs.services import transition
 from controlplane.teams.tokens import digest
 from tests.conftest import Persona, run_token_for
 

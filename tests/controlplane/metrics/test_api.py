@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 from controlplane.metrics import merger
 from controlplane.metrics.models import MetricPoint, MetricRollup, MetricSeries
 from controlplane.metrics.rollups import levels_for
+from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Run, RunStatus
-from controlplane.runs.services import transition
 from tests.conftest import Persona
 from workers.wire import encode_value
 

@@ -17,8 +17,8 @@ from controlplane.asgi import application
 from controlplane.metrics import ingest_route
 from controlplane.metrics.models import MetricPoint
 from controlplane.runs import services as run_services
+from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Run, RunStatus, RunToken
-from controlplane.runs.services import transition
 from controlplane.teams.models import ApiToken
 from controlplane.teams.tokens import digest
 from tests.conftest import Persona, run_token_for

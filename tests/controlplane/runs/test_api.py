@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Attempt, Run, RunStatus
-from controlplane.runs.services import transition
 from controlplane.teams.models import ApiToken
 from tests.conftest import Persona
 
@@ -278,7 +278,7 @@ def test_a_resumed_runs_duration_counts_every_attempt(owner: Persona, run: Run):
 def test_what_a_run_waits_for_is_in_its_summary_and_detail_and_pushed_live(
     owner: Persona, run: Run, published, django_capture_on_commit_callbacks
 ):
-    from controlplane.runs.services import run_note_waiting
+    from controlplane.runs.lifecycle import run_note_waiting
 
     attempt = run.attempts.get()
     transition(attempt.id, [RunStatus.QUEUED], RunStatus.DISPATCHING)
@@ -302,7 +302,7 @@ def test_what_a_run_waits_for_is_in_its_summary_and_detail_and_pushed_live(
 
 
 def test_a_finished_run_is_never_noted_as_waiting(run: Run):
-    from controlplane.runs.services import run_note_waiting
+    from controlplane.runs.lifecycle import run_note_waiting
 
     transition(run.attempts.get().id, [RunStatus.QUEUED], RunStatus.CANCELLED)
     assert not run_note_waiting(run_id=run.id, note="waiting for cluster resources: ...")

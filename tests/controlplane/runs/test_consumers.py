@@ -13,8 +13,8 @@ from controlplane import events
 from controlplane.asgi import application
 from controlplane.metrics.services import metrics_ingest
 from controlplane.metrics.wire import parse_points
+from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Run, RunStatus
-from controlplane.runs.services import transition
 from tests.conftest import Persona, run_token_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]

@@ -24,8 +24,8 @@ from websockets.sync.client import ClientConnection, connect
 
 from barrel_cli.client import Api
 from barrel_cli.watch import EventOrder, watch
+from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Run, RunStatus
-from controlplane.runs.services import transition
 from tests.conftest import Persona, process_env, run_token_for
 
 # e2e: a uvicorn process and a redis-server of the test's own, kept out of the fast loop.

@@ -19,8 +19,10 @@ from django.utils import timezone
 from ray.job_submission import JobSubmissionClient
 
 from controlplane.runs import dispatch
+from controlplane.runs.jobs import attempt_dispatch, dispatch_note_try, dispatching_key
+from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Attempt, Run, RunStatus
-from controlplane.runs.services import transition
+from controlplane.runs.tasks import attempts_reconcile
 
 pytestmark = pytest.mark.django_db
 
@@ -37,8 +39,8 @@ def ray(settings, ray_address):
 
 def test_dispatching_the_same_attempt_twice_starts_one_ray_job(ray, run: Run):
     attempt = run.attempts.get()
-    assert dispatch.attempt_dispatch(attempt_id=str(attempt.id)) == "submitted"
-    assert dispatch.attempt_dispatch(attempt_id=str(attempt.id)) == "duplicate"
+    assert attempt_dispatch(attempt_id=str(attempt.id)) == "submitted"
+    assert attempt_dispatch(attempt_id=str(attempt.id)) == "duplicate"
     jobs = [j for j in ray.list_jobs() if j.submission_id == str(attempt.id)]
     assert len(jobs) == 1
     attempt.refresh_from_db()
@@ -52,7 +54,7 @@ def test_dispatching_the_same_attempt_twice_starts_one_ray_job(ray, run: Run):
 def test_a_cancelled_attempt_is_not_dispatched(ray, run: Run):
     attempt = run.attempts.get()
     transition(attempt.id, [RunStatus.QUEUED], RunStatus.CANCELLED)
-    assert dispatch.attempt_dispatch(attempt_id=str(attempt.id)) == "skipped"
+    assert attempt_dispatch(attempt_id=str(attempt.id)) == "skipped"
     assert not [j for j in ray.list_jobs() if j.submission_id == str(attempt.id)]
 
 
@@ -61,7 +63,7 @@ def test_a_job_ray_no_longer_knows_ends_failed_as_lost(ray, run: Run):
     transition(attempt.id, [RunStatus.QUEUED], RunStatus.DISPATCHING)
     transition(attempt.id, [RunStatus.DISPATCHING], RunStatus.RUNNING)
     Attempt.objects.filter(id=attempt.id).update(submitted_at=timezone.now())
-    assert dispatch.runs_reconcile() == {str(attempt.id): "lost"}
+    assert attempts_reconcile() == {str(attempt.id): "lost"}
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED and run.failure_reason.startswith("lost:")
 
@@ -69,11 +71,11 @@ def test_a_job_ray_no_longer_knows_ends_failed_as_lost(ray, run: Run):
 def test_a_failed_job_keeps_its_reason_and_log_tail(ray, run: Run, settings):
     settings.JOB_ENTRYPOINT = "python -c \"raise ValueError('bad learning rate')\""
     attempt = run.attempts.get()
-    dispatch.attempt_dispatch(attempt_id=str(attempt.id))
+    attempt_dispatch(attempt_id=str(attempt.id))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and ray.get_job_status(str(attempt.id)).value not in ("FAILED", "SUCCEEDED"):
         time.sleep(0.5)
-    assert dispatch.runs_reconcile()[str(attempt.id)] == "failed"
+    assert attempts_reconcile()[str(attempt.id)] == "failed"
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
     assert "ValueError: bad learning rate" in run.failure_reason
@@ -86,11 +88,11 @@ def test_an_unreachable_ray_changes_nothing(settings, run: Run):
     attempt = run.attempts.get()
     transition(attempt.id, [RunStatus.QUEUED], RunStatus.DISPATCHING)
     transition(attempt.id, [RunStatus.DISPATCHING], RunStatus.RUNNING)
-    assert dispatch.runs_reconcile() == {}
+    assert attempts_reconcile() == {}
     run.refresh_from_db()
     assert run.status == RunStatus.RUNNING
     with pytest.raises(dispatch.RayUnavailable):
-        dispatch.attempt_stop(attempt_id=str(attempt.id))
+        dispatch.job_stop(attempt_id=str(attempt.id))
     dispatch._reset_client()
 
 
@@ -247,7 +249,7 @@ def test_a_ray_that_refuses_for_a_while_gets_the_job_once_it_answers(dispatcher,
     assert attempt.submitted_at is not None and attempt.dispatch_tries == 4 and proxy.submits == 4
     deadline = time.monotonic() + 60
     while attempt.status == RunStatus.DISPATCHING and time.monotonic() < deadline:
-        dispatch.runs_reconcile()
+        attempts_reconcile()
         attempt.refresh_from_db()
         time.sleep(0.3)
     assert attempt.status in (RunStatus.RUNNING, RunStatus.SUCCEEDED), attempt.failure_reason
@@ -316,18 +318,18 @@ def test_the_reconciler_does_not_start_a_second_dispatch_beside_one_that_is_retr
         transition(attempt.id, [RunStatus.QUEUED], RunStatus.DISPATCHING)
         stale = timezone.now() - timedelta(seconds=settings.DISPATCH_STALE_S + 1)
         Attempt.objects.filter(id=attempt.id).update(created_at=stale)
-        dispatch._note_dispatch_try(str(attempt.id))  # a dispatch retrying while Ray answers 503
-        assert dispatch.runs_reconcile() == {str(attempt.id): "dispatching"}
+        dispatch_note_try(str(attempt.id))  # a dispatch retrying while Ray answers 503
+        assert attempts_reconcile() == {str(attempt.id): "dispatching"}
         assert broker.llen(queue) == 0
 
-        cache.delete(dispatch._dispatching_key(str(attempt.id)))  # that dispatch died long ago
-        assert dispatch.runs_reconcile() == {str(attempt.id): "redispatched"}
-        assert dispatch.runs_reconcile() == {str(attempt.id): "dispatching"}  # once, not every tick
+        cache.delete(dispatching_key(str(attempt.id)))  # that dispatch died long ago
+        assert attempts_reconcile() == {str(attempt.id): "redispatched"}
+        assert attempts_reconcile() == {str(attempt.id): "dispatching"}  # once, not every tick
         assert broker.llen(queue) == 1
     finally:
         app.conf.task_default_queue = default_queue
         broker.delete(queue)
-        cache.delete(dispatch._dispatching_key(str(run.attempts.get().id)))
+        cache.delete(dispatching_key(str(run.attempts.get().id)))
 
 
 def test_a_failed_jobs_reason_and_log_tail_are_kept_without_terminal_escapes(ray, run: Run, settings):
@@ -336,12 +338,12 @@ def test_a_failed_jobs_reason_and_log_tail_are_kept_without_terminal_escapes(ray
         "python -c \"print('\\033[32mINFO\\033[0m step 1', flush=True); raise ValueError('\\033[1mbad\\033[0m lr')\""
     )
     attempt = run.attempts.get()
-    dispatch.attempt_dispatch(attempt_id=str(attempt.id))
+    attempt_dispatch(attempt_id=str(attempt.id))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and ray.get_job_status(str(attempt.id)).value not in ("FAILED", "SUCCEEDED"):
         time.sleep(0.5)
     assert "\x1b[" in ray.get_job_logs(str(attempt.id))  # what Ray hands over
-    assert dispatch.runs_reconcile()[str(attempt.id)] == "failed"
+    assert attempts_reconcile()[str(attempt.id)] == "failed"
     run.refresh_from_db()
     assert "INFO step 1" in run.log_tail and "\x1b" not in run.log_tail
     assert run.failure_reason.endswith("ValueError: bad lr") and "\x1b" not in run.failure_reason
@@ -367,12 +369,12 @@ def test_a_run_cancelled_and_settled_while_its_submit_is_in_flight_leaves_no_job
 
     def cancel_and_settle_first(**kwargs):
         run_cancel(user=owner.user, run=Run.objects.get(id=run.id))
-        assert dispatch.runs_reconcile()[kwargs["submission_id"]] == "cancelled"
+        assert attempts_reconcile()[kwargs["submission_id"]] == "cancelled"
         return submit(**kwargs)
 
     monkeypatch.setattr(client, "submit_job", cancel_and_settle_first)
     attempt = run.attempts.get()
-    assert dispatch.attempt_dispatch(attempt_id=str(attempt.id)) == "submitted"
+    assert attempt_dispatch(attempt_id=str(attempt.id)) == "submitted"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and ray.get_job_status(str(attempt.id)).value not in ("STOPPED", "FAILED"):
         time.sleep(0.5)

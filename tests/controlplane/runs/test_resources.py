@@ -13,9 +13,11 @@ from django.utils import timezone
 from ray.job_submission import JobSubmissionClient
 
 from controlplane.runs import dispatch
+from controlplane.runs.jobs import attempt_dispatch
+from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.runs.resources import ClusterView, Demand, Node, describe
-from controlplane.runs.services import transition
+from controlplane.runs.tasks import attempts_reconcile
 
 GiB = 2**30
 
@@ -113,7 +115,7 @@ def wait_until(check: Any, what: str, timeout: float) -> Any:
 
 
 def reconciled(run: Run) -> Run:
-    dispatch.runs_reconcile()
+    attempts_reconcile()
     run.refresh_from_db()
     return run
 
@@ -131,7 +133,7 @@ def test_a_run_whose_tasks_need_more_cpus_than_are_free_says_so_until_they_run(
 ):
     settings.JOB_ENTRYPOINT = TWO_ONE_CPU_TASKS
     attempt = run.attempts.get()
-    assert dispatch.attempt_dispatch(attempt_id=str(attempt.id)) == "submitted"
+    assert attempt_dispatch(attempt_id=str(attempt.id)) == "submitted"
     try:
         waiting = wait_until(lambda: reconciled(run).waiting_for, "the run says what it waits for", 90)
         assert waiting == "waiting for cluster resources: 2 tasks need {CPU: 1}; 0.5 of 2 CPU free"

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from controlplane.checkpoints.services import checkpoint_register
 from controlplane.runs.dispatch import _runtime_env
+from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Attempt, Run, RunStatus
-from controlplane.runs.services import transition
 from tests.conftest import Persona
 
 

@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from controlplane.metrics.models import MetricPoint
-from controlplane.runs import dispatch
+from controlplane.runs import tasks
 from controlplane.runs.models import Run, RunStatus
 from controlplane.teams.models import Membership, Project, Role, Team
 from controlplane.tracking import filters
@@ -196,7 +196,7 @@ def test_an_external_run_follows_the_status_it_is_sent(owner: Persona, external:
 def test_external_runs_are_never_dispatched(owner: Persona, external: dict, project: Project):
     run = Run.objects.get(id=int(external["info"]["run_id"]))
     assert not run.attempts.exists()
-    assert dispatch.runs_reconcile() == {}  # nothing to ask Ray about: the run has no attempt
+    assert tasks.attempts_reconcile() == {}  # nothing to ask Ray about: the run has no attempt
     response = owner.client.post(
         "/api/v1/runs", {"project": project.id, "recipe": "external", "config": {}}, format="json"
     )

@@ -1,0 +1,115 @@
+"""Run lifecycle: state transitions, active attempts, and the status events they publish.
+
+The leaf of the runs app: it imports models, the run serializer and events, nothing of
+dispatch, tasks or services, so each of those may call it. Every state change is a conditional
+UPDATE; only the caller that changed the row acts, so duplicate task deliveries, retries and
+racing workers are harmless.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from controlplane import events
+from controlplane.runs.models import ACTIVE, TERMINAL, Attempt, Run, RunStatus, RunToken
+from controlplane.runs.serializers import RunSummarySerializer
+
+# Attempts that end FAILED (the job failed, or Ray lost it) or CANCELLED lose their run tokens at
+# once. A SUCCEEDED attempt's job exited cleanly after its last flush; its token keeps the
+# finished-run grace period (settings.METRICS_FINISHED_GRACE_S) like everyone else's.
+REVOKE_TOKENS_ON = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+def run_event(run: Run, event_type: str = "run.status") -> dict[str, Any]:
+    """The websocket event that carries `run` as the runs list shows it."""
+    return {"type": event_type, "run": dict(RunSummarySerializer(run).data)}
+
+
+def run_publish_status(run_id: int) -> None:
+    """After commit, push the run as it then is (several transitions in one transaction
+    publish the final state)."""
+
+    def send() -> None:
+        run = Run.objects.select_related("project", "project__team", "created_by").get(id=run_id)
+        events.publish(run_id, run_event(run))
+
+    transaction.on_commit(send)
+
+
+def transition(
+    attempt_id: uuid.UUID | str,
+    frm: Iterable[str],
+    to: str,
+    *,
+    reason: str = "",
+    log_tail: str = "",
+) -> bool:
+    """Move an attempt and its run from one of `frm` to `to`.
+
+    True only for the caller that changed the attempt's row. The run follows only from the same
+    states, and its new status is published after commit.
+    """
+    frm = list(frm)
+    now = timezone.now()
+    attempt_fields: dict[str, Any] = {"status": to}
+    run_fields: dict[str, Any] = {"status": to, "updated_at": now}
+    if to == RunStatus.RUNNING:
+        attempt_fields["started_at"] = now
+        run_fields["started_at"] = now
+    if to in TERMINAL:
+        attempt_fields["finished_at"] = now
+        run_fields["finished_at"] = now
+    if reason:
+        attempt_fields["failure_reason"] = reason
+        run_fields["failure_reason"] = reason
+    if log_tail:
+        attempt_fields["log_tail"] = log_tail
+        run_fields["log_tail"] = log_tail
+    with transaction.atomic():
+        changed = Attempt.objects.filter(id=attempt_id, status__in=frm).update(**attempt_fields)
+        if not changed:
+            return False
+        if to in REVOKE_TOKENS_ON:
+            # The control plane has given up on this attempt: whatever of its job still runs (a
+            # driver orphaned by a killed parent, a node Ray lost touch with) must not write into
+            # the run any more, not even within the finished-run grace period.
+            RunToken.objects.filter(attempt_id=attempt_id, revoked_at__isnull=True).update(revoked_at=now)
+        run_id = Attempt.objects.filter(id=attempt_id).values_list("run_id", flat=True).get()
+        if Run.objects.filter(id=run_id, status__in=frm).update(**run_fields):
+            run_publish_status(run_id)
+    return True
+
+
+def run_note_waiting(*, run_id: int, note: str) -> bool:
+    """Record what the run's work waits for on the cluster ("" once nothing waits) and push it.
+
+    True when the note changed. `waiting_since` keeps the start of a wait while its figures
+    change; a finished run never gets a note.
+    """
+    runs = Run.objects.filter(id=run_id).exclude(waiting_for=note)
+    now = timezone.now()
+    if note:
+        changed = runs.filter(status__in=ACTIVE).update(
+            waiting_for=note, waiting_since=Coalesce(F("waiting_since"), Value(now)), updated_at=now
+        )
+    else:
+        changed = runs.update(waiting_for="", waiting_since=None, updated_at=now)
+    if changed:
+        run_publish_status(run_id)
+    return bool(changed)
+
+
+def attempts_active() -> list[Attempt]:
+    """Attempts whose Ray job may exist: the ones the reconciler looks at."""
+    return list(Attempt.objects.filter(status__in=ACTIVE).select_related("run"))
+
+
+def attempt_count_dispatch_try(attempt_id: str) -> None:
+    Attempt.objects.filter(id=attempt_id).update(dispatch_tries=F("dispatch_tries") + 1)
