@@ -39,6 +39,7 @@ demo: install frontend
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache  # the layer contracts in pyproject.toml
 
 typecheck: install
 	$(VENV)/bin/mypy

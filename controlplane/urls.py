@@ -4,7 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane import frontend
 from controlplane.artifacts.api import RunArtifactDownloadView, RunArtifactsView
-from controlplane.checkpoints.api import CheckpointListView, RunCheckpointsView, RunSamplesView
+from controlplane.checkpoints.api import CheckpointListView, RunCheckpointsView, RunResumeView, RunSamplesView
 from controlplane.limits import MAX_BIGINT
 from controlplane.metrics.api import MetricKeysView, MetricsQueryView, MetricsView
 from controlplane.observability.collectors import metrics_view
@@ -15,7 +15,6 @@ from controlplane.runs.api import (
     RunDetailView,
     RunEnvironmentView,
     RunListView,
-    RunResumeView,
 )
 from controlplane.teams.api import (
     MemberDetailView,

@@ -8,12 +8,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import ApiError, Pagination, int_schema, query_int
+from controlplane.api import ApiError, ErrorSerializer, Pagination, int_schema, query_int
 from controlplane.auth.access import accessible_run
 from controlplane.checkpoints import services
 from controlplane.checkpoints.models import Checkpoint, Sample
-from controlplane.checkpoints.serializers import CheckpointSerializer, SampleBatchSerializer, SampleSerializer
+from controlplane.checkpoints.serializers import (
+    CheckpointSerializer,
+    RunResumeSerializer,
+    SampleBatchSerializer,
+    SampleSerializer,
+)
 from controlplane.limits import MAX_BIGINT
+from controlplane.runs.serializers import RunDetailSerializer
 
 
 def _id(request: Request, name: str) -> int | None:
@@ -109,3 +115,23 @@ class RunSamplesView(APIView):
         data.is_valid(raise_exception=True)
         created = services.samples_add(run=run, samples=data.validated_data["samples"])
         return Response({"created": len(created)}, status=status.HTTP_201_CREATED)
+
+
+class RunResumeView(APIView):
+    @extend_schema(
+        request=RunResumeSerializer,
+        responses={202: RunDetailSerializer, 409: ErrorSerializer},
+        summary="Resume a failed or cancelled run from a checkpoint",
+        description="Creates a new attempt that starts from the run's latest checkpoint (or the one named) "
+        "and dispatches it. 409 when the run is not FAILED/CANCELLED or has no checkpoint.",
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        data = RunResumeSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        run = services.run_resume(
+            user=request.user, run=accessible_run(request, run_id), checkpoint_id=data.validated_data.get("checkpoint")
+        )
+        return Response(
+            RunDetailSerializer(accessible_run(request, run.id, with_attempts=True)).data,
+            status=status.HTTP_202_ACCEPTED,
+        )

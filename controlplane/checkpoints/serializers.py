@@ -52,3 +52,9 @@ class SampleSerializer(InputSerializer, serializers.ModelSerializer[Sample]):
 class SampleBatchSerializer(InputSerializer):
     # DRF passes max_length to the ListSerializer; the stubs do not know it.
     samples = SampleSerializer(many=True, allow_empty=False, max_length=MAX_SAMPLES_PER_BATCH)  # type: ignore[call-arg]
+
+
+class RunResumeSerializer(InputSerializer):
+    checkpoint = serializers.IntegerField(
+        required=False, min_value=1, help_text="Checkpoint id; default: the run's latest checkpoint."
+    )

@@ -1,15 +1,22 @@
-"""Checkpoints a job registers and the rollout samples it keeps."""
+"""Checkpoints a job registers, the rollout samples it keeps, and resuming a run from a checkpoint."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
+from controlplane.api import ApiError
 from controlplane.checkpoints.models import Checkpoint, Sample
 from controlplane.events import publish_on_commit
-from controlplane.runs.models import Run
+from controlplane.runs.lifecycle import run_publish_status
+from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.runs.selectors import attempt_current_id
+from controlplane.runs.services import attempt_enqueue
+from controlplane.teams.models import Role
+from controlplane.teams.selectors import team_role_at_least
+from workers.recipes import get_recipe
 
 
 @transaction.atomic
@@ -44,3 +51,68 @@ def samples_add(*, run: Run, samples: list[dict[str, Any]]) -> list[Sample]:
     steps = sorted({s.step for s in created})
     publish_on_commit(run.id, {"type": "samples.added", "run_id": run.id, "count": len(created), "steps": steps})
     return created
+
+
+RESUMABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+@transaction.atomic
+def run_resume(*, user: Any, run: Run, checkpoint_id: int | None = None) -> Run:
+    """A new attempt of ``run`` that starts from a checkpoint (the latest unless one is named).
+
+    The job receives the checkpoint in ``BARREL_RESUME_FROM`` / ``BARREL_RESUME_STEP`` and
+    continues at that step with the optimizer state and data position saved in it; metric points
+    of the steps it repeats overwrite the earlier attempt's (points are keyed by run, key, step).
+    """
+    if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
+        raise ApiError("Viewers cannot resume runs.", code="permission_denied", status_code=403)
+    locked = Run.objects.select_for_update().get(id=run.id)
+    if get_recipe(locked.recipe) is None:
+        raise ApiError(
+            f"Run {run.id} was not started by Barrel (recipe {locked.recipe!r}); only its own trainer can resume it.",
+            code="conflict",
+            status_code=409,
+        )
+    if locked.status not in RESUMABLE:
+        hint = " Clone it to run again." if locked.status == RunStatus.SUCCEEDED else ""
+        raise ApiError(
+            f"Run {run.id} is {locked.status}; only FAILED or CANCELLED runs can be resumed.{hint}",
+            code="conflict",
+            status_code=409,
+        )
+    checkpoints = Checkpoint.objects.filter(run=run)
+    if checkpoint_id is not None:
+        checkpoint = checkpoints.filter(id=checkpoint_id).first()
+        if checkpoint is None:
+            raise ApiError(
+                f"Checkpoint {checkpoint_id} is not a checkpoint of run {run.id}.",
+                fields={"checkpoint": ["not a checkpoint of this run"]},
+            )
+    else:
+        checkpoint = checkpoints.order_by("-step").first()
+        if checkpoint is None:
+            raise ApiError(
+                f"Run {run.id} registered no checkpoint to resume from; clone it to start over.",
+                code="conflict",
+                status_code=409,
+            )
+    # A run of a Barrel recipe always has its first attempt (run_submit creates it).
+    last = run.attempts.order_by("-number").first()
+    assert last is not None
+    attempt = Attempt.objects.create(
+        run=run, number=last.number + 1, config=run.config, seeds=last.seeds, resume_from=checkpoint
+    )
+    # started_at is the current attempt's start (a transition to RUNNING sets it); the earlier
+    # attempts' time is counted from the attempts (selectors.runs_with_earlier_attempts).
+    Run.objects.filter(id=run.id, status__in=RESUMABLE).update(
+        status=RunStatus.QUEUED,
+        started_at=None,
+        finished_at=None,
+        failure_reason="",
+        log_tail="",
+        updated_at=timezone.now(),
+    )
+    attempt_enqueue(attempt.id)
+    run_publish_status(run.id)
+    run.refresh_from_db()
+    return run

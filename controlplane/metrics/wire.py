@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from controlplane.api import ApiError
-from workers.wire import MAX_KEY_LEN, MAX_STEP
+from workers.wire import MAX_KEY_LEN as MAX_KEY_LEN  # re-exported: what ingest accepts
+from workers.wire import MAX_STEP as MAX_STEP
 
 KEY_RE = re.compile(r"[\w./\- @:]+")
 # Said for any step that is not one: a step past 2^64 arrives as a float (orjson), and

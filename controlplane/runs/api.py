@@ -18,7 +18,6 @@ from controlplane.runs.serializers import (
     RunCloneSerializer,
     RunDetailSerializer,
     RunListQuerySerializer,
-    RunResumeSerializer,
     RunSubmitSerializer,
     RunSummarySerializer,
 )
@@ -105,26 +104,6 @@ class RunCloneView(APIView):
         return Response(
             RunDetailSerializer(accessible_run(request, run.id, with_attempts=True)).data,
             status=status.HTTP_201_CREATED,
-        )
-
-
-class RunResumeView(APIView):
-    @extend_schema(
-        request=RunResumeSerializer,
-        responses={202: RunDetailSerializer, 409: ErrorSerializer},
-        summary="Resume a failed or cancelled run from a checkpoint",
-        description="Creates a new attempt that starts from the run's latest checkpoint (or the one named) "
-        "and dispatches it. 409 when the run is not FAILED/CANCELLED or has no checkpoint.",
-    )
-    def post(self, request: Request, run_id: int) -> Response:
-        data = RunResumeSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        run = services.run_resume(
-            user=request.user, run=accessible_run(request, run_id), checkpoint_id=data.validated_data.get("checkpoint")
-        )
-        return Response(
-            RunDetailSerializer(accessible_run(request, run.id, with_attempts=True)).data,
-            status=status.HTTP_202_ACCEPTED,
         )
 
 

@@ -80,12 +80,6 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
         ]
 
 
-class RunResumeSerializer(InputSerializer):
-    checkpoint = serializers.IntegerField(
-        required=False, min_value=1, help_text="Checkpoint id; default: the run's latest checkpoint."
-    )
-
-
 class RunDetailSerializer(RunSummarySerializer):
     attempts = AttemptSerializer(many=True, read_only=True)
     params = serializers.SerializerMethodField(

@@ -15,7 +15,6 @@ from django.utils import timezone
 from pydantic import ValidationError as PydanticValidationError
 
 from controlplane.api import ApiError
-from controlplane.checkpoints.models import Checkpoint
 from controlplane.runs import tasks
 from controlplane.runs.lifecycle import run_publish_status, transition
 from controlplane.runs.models import TERMINAL, Attempt, Run, RunStatus
@@ -91,7 +90,7 @@ def project_resolve(*, user: Any, ref: Any) -> Project:
     )
 
 
-def _enqueue_dispatch(attempt_id: uuid.UUID) -> None:
+def attempt_enqueue(attempt_id: uuid.UUID) -> None:
     """Dispatch the attempt once the row is committed (the row first, then the work)."""
     transaction.on_commit(lambda: tasks.attempt_dispatch.delay(str(attempt_id)))
 
@@ -119,7 +118,7 @@ def run_submit(
         created_by=user,
     )
     attempt = Attempt.objects.create(run=run, number=1, config=resolved, seeds={"seed": resolved["seed"]})
-    _enqueue_dispatch(attempt.id)
+    attempt_enqueue(attempt.id)
     run_publish_status(run.id)
     return run
 
@@ -164,71 +163,6 @@ def run_clone(*, user: Any, run: Run, name: str = "") -> Run:
     Run.objects.filter(id=clone.id).update(cloned_from=run)
     clone.cloned_from = run
     return clone
-
-
-RESUMABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
-
-
-@transaction.atomic
-def run_resume(*, user: Any, run: Run, checkpoint_id: int | None = None) -> Run:
-    """A new attempt of ``run`` that starts from a checkpoint (the latest unless one is named).
-
-    The job receives the checkpoint in ``BARREL_RESUME_FROM`` / ``BARREL_RESUME_STEP`` and
-    continues at that step with the optimizer state and data position saved in it; metric points
-    of the steps it repeats overwrite the earlier attempt's (points are keyed by run, key, step).
-    """
-    if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
-        raise ApiError("Viewers cannot resume runs.", code="permission_denied", status_code=403)
-    locked = Run.objects.select_for_update().get(id=run.id)
-    if get_recipe(locked.recipe) is None:
-        raise ApiError(
-            f"Run {run.id} was not started by Barrel (recipe {locked.recipe!r}); only its own trainer can resume it.",
-            code="conflict",
-            status_code=409,
-        )
-    if locked.status not in RESUMABLE:
-        hint = " Clone it to run again." if locked.status == RunStatus.SUCCEEDED else ""
-        raise ApiError(
-            f"Run {run.id} is {locked.status}; only FAILED or CANCELLED runs can be resumed.{hint}",
-            code="conflict",
-            status_code=409,
-        )
-    checkpoints = Checkpoint.objects.filter(run=run)
-    if checkpoint_id is not None:
-        checkpoint = checkpoints.filter(id=checkpoint_id).first()
-        if checkpoint is None:
-            raise ApiError(
-                f"Checkpoint {checkpoint_id} is not a checkpoint of run {run.id}.",
-                fields={"checkpoint": ["not a checkpoint of this run"]},
-            )
-    else:
-        checkpoint = checkpoints.order_by("-step").first()
-        if checkpoint is None:
-            raise ApiError(
-                f"Run {run.id} registered no checkpoint to resume from; clone it to start over.",
-                code="conflict",
-                status_code=409,
-            )
-    # A run of a Barrel recipe always has its first attempt (run_submit creates it).
-    last = run.attempts.order_by("-number").first()
-    assert last is not None
-    attempt = Attempt.objects.create(
-        run=run, number=last.number + 1, config=run.config, seeds=last.seeds, resume_from=checkpoint
-    )
-    # started_at is the current attempt's start (a transition to RUNNING sets it); the earlier
-    # attempts' time is counted from the attempts (selectors.runs_with_earlier_attempts).
-    Run.objects.filter(id=run.id, status__in=RESUMABLE).update(
-        status=RunStatus.QUEUED,
-        started_at=None,
-        finished_at=None,
-        failure_reason="",
-        log_tail="",
-        updated_at=timezone.now(),
-    )
-    _enqueue_dispatch(attempt.id)
-    run_publish_status(run.id)
-    run.refresh_from_db()
-    return run
 
 
 @transaction.atomic
