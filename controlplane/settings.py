@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "controlplane.metrics",
     "controlplane.checkpoints",
     "controlplane.tracking",
+    "controlplane.evals",
 ]
 
 MIDDLEWARE = [
@@ -111,6 +112,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("BARREL_CELERY_QUEUE", "barrel")
 RECONCILE_INTERVAL_S = env_float("BARREL_RECONCILE_INTERVAL_S", 2.0)
 ROLLUP_SWEEP_INTERVAL_S = env_float("BARREL_ROLLUP_SWEEP_INTERVAL_S", 10.0)
+# How often GENERATING evals are settled with their generation runs (reads settle them too).
+EVALS_SETTLE_INTERVAL_S = env_float("BARREL_EVALS_SETTLE_INTERVAL_S", 10.0)
 # Run beat as a process of its own (`celery beat`), never embedded in a worker (`worker --beat`):
 # a killed worker leaves its embedded beat running. Even so, each periodic task claims its
 # interval in Redis (controlplane.celery.once_per_interval), so a second beat doubles nothing.
@@ -125,6 +128,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "metrics.roll_up",
         "schedule": ROLLUP_SWEEP_INTERVAL_S,
         "options": {"expires": ROLLUP_SWEEP_INTERVAL_S * 2},
+    },
+    "evals-settle": {
+        "task": "evals.settle",
+        "schedule": EVALS_SETTLE_INTERVAL_S,
+        "options": {"expires": EVALS_SETTLE_INTERVAL_S * 2},
     },
 }
 

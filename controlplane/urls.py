@@ -5,6 +5,20 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from controlplane import frontend
 from controlplane.artifacts.api import RunArtifactDownloadView, RunArtifactsView
 from controlplane.checkpoints.api import CheckpointListView, RunCheckpointsView, RunResumeView, RunSamplesView
+from controlplane.evals.api import (
+    BattleDetailView,
+    BattleNextView,
+    BattleVoteView,
+    EvalCloseView,
+    EvalDetailView,
+    EvalGenerationsView,
+    EvalListView,
+    EvalRankingView,
+    EvalSetDetailView,
+    EvalSetImportView,
+    EvalSetListView,
+    RunGenerationsView,
+)
 from controlplane.limits import MAX_BIGINT
 from controlplane.metrics.api import MetricKeysView, MetricsQueryView, MetricsView
 from controlplane.observability.collectors import metrics_view
@@ -78,6 +92,18 @@ api_v1 = [
     path("runs/<id:run_id>/artifacts", RunArtifactsView.as_view()),
     path("runs/<id:run_id>/artifacts/download", RunArtifactDownloadView.as_view()),
     path("checkpoints", CheckpointListView.as_view()),
+    path("runs/<id:run_id>/generations", RunGenerationsView.as_view()),
+    path("eval-sets", EvalSetListView.as_view()),
+    path("eval-sets/<id:set_id>", EvalSetDetailView.as_view()),
+    path("eval-sets/<id:set_id>/import", EvalSetImportView.as_view()),
+    path("evals", EvalListView.as_view()),
+    path("evals/<id:eval_id>", EvalDetailView.as_view()),
+    path("evals/<id:eval_id>/close", EvalCloseView.as_view()),
+    path("evals/<id:eval_id>/battles/next", BattleNextView.as_view()),
+    path("evals/<id:eval_id>/ranking", EvalRankingView.as_view()),
+    path("evals/<id:eval_id>/generations", EvalGenerationsView.as_view()),
+    path("battles/<uuid:battle_id>", BattleDetailView.as_view()),
+    path("battles/<uuid:battle_id>/votes", BattleVoteView.as_view()),
 ]
 
 urlpatterns = [

@@ -18,6 +18,8 @@ class Team(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Evals: whether the team's viewers may vote in its battles (members and admins always may).
+    viewers_may_vote = models.BooleanField(default=False)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="teams")
 
     def __str__(self) -> str:

@@ -1,0 +1,1 @@
+"""Evals: eval sets, evals over checkpoints, blind battles and votes, and the ranking."""

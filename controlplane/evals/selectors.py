@@ -1,0 +1,101 @@
+"""Reading evals: what a user may see, who may vote, and the votes as the statistics' arrays.
+
+Named `<entities>_<filter>`; an eval or set of a team the caller is not in does not exist for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db.models import Count, QuerySet
+
+from controlplane.evals.models import Battle, Candidate, Eval, EvalPrompt, EvalSet, Generation, Serving, Vote
+from controlplane.evals.stats import OUTCOME_SCORE
+from controlplane.teams.models import Role
+from controlplane.teams.selectors import team_role_at_least, team_role_of
+
+
+def eval_sets_visible_to(user: Any) -> QuerySet[EvalSet]:
+    return EvalSet.objects.filter(team__memberships__user=user).select_related("team")
+
+
+def evals_visible_to(user: Any) -> QuerySet[Eval]:
+    return Eval.objects.filter(project__team__memberships__user=user).select_related(
+        "project", "project__team", "eval_set", "created_by", "generation_run"
+    )
+
+
+def battles_visible_to(user: Any) -> QuerySet[Battle]:
+    return Battle.objects.filter(eval__project__team__memberships__user=user).select_related(
+        "eval", "eval__project__team", "eval__eval_set", "prompt", "generation_a", "generation_b"
+    )
+
+
+def eval_may_vote(user: Any, evaluation: Eval) -> bool:
+    """Members and admins vote; viewers only where their team allows it."""
+    team = evaluation.project.team
+    role = team_role_of(user, team.id)
+    return role is not None and (role != Role.VIEWER or team.viewers_may_vote)
+
+
+def eval_may_manage(user: Any, evaluation: Eval) -> bool:
+    """Closing an eval and seeing who voted oddly: its creator, or an admin of its team."""
+    return evaluation.created_by_id == user.id or team_role_at_least(user, evaluation.project.team_id, Role.ADMIN)
+
+
+def eval_progress(evaluation: Eval) -> dict[str, int]:
+    """How far generation and voting are: the figures GET /evals/{id} shows."""
+    prompts = EvalPrompt.objects.filter(eval_set_id=evaluation.eval_set_id).count()
+    candidates = Candidate.objects.filter(eval=evaluation).count()
+    voters = (
+        Vote.objects.filter(battle__eval=evaluation)
+        .values("battle__prompt_id")
+        .annotate(n=Count("voter", distinct=True))
+        .filter(n__gte=evaluation.min_voters_per_prompt)
+    )
+    return {
+        "generations": Generation.objects.filter(eval=evaluation).count(),
+        "expected": candidates * prompts * evaluation.samples_per_prompt,
+        "battles": Battle.objects.filter(eval=evaluation).count(),
+        "votes": Vote.objects.filter(battle__eval=evaluation).count(),
+        "prompts": prompts,
+        "prompts_covered": voters.count(),
+    }
+
+
+def serving_of(user: Any, battle: Battle) -> Serving | None:
+    return Serving.objects.filter(battle=battle, voter=user).first()
+
+
+@dataclass(frozen=True)
+class VoteArrays:
+    """An eval's votes as contract A's arrays: candidates are items 0..n-1 in `candidates` order."""
+
+    candidates: list[Candidate]
+    a: np.ndarray
+    b: np.ndarray
+    y: np.ndarray
+    voter: np.ndarray
+    battle: list[str]
+    choice: list[str]
+
+
+def eval_vote_arrays(evaluation: Eval) -> VoteArrays:
+    candidates = list(Candidate.objects.filter(eval=evaluation).order_by("id"))
+    index = {candidate.id: i for i, candidate in enumerate(candidates)}
+    rows = list(
+        Vote.objects.filter(battle__eval=evaluation)
+        .order_by("id")
+        .values_list("battle_id", "battle__generation_a__candidate_id", "battle__generation_b__candidate_id", "choice", "voter_id")
+    )
+    return VoteArrays(
+        candidates=candidates,
+        a=np.array([index[row[1]] for row in rows], dtype=np.int64),
+        b=np.array([index[row[2]] for row in rows], dtype=np.int64),
+        y=np.array([OUTCOME_SCORE[row[3]] for row in rows], dtype=np.float64),
+        voter=np.array([row[4] for row in rows], dtype=np.int64),
+        battle=[str(row[0]) for row in rows],
+        choice=[row[3] for row in rows],
+    )
