@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workers.recipes.base import RecipeConfig
+from workers.recipes.generate.config import GenerateConfig
 from workers.recipes.grpo.config import GRPOConfig
 from workers.recipes.smoke.config import SmokeConfig
 
@@ -46,6 +47,13 @@ RECIPES: dict[str, RecipeSpec] = {
             "reference policy; sync or async with a staleness bound.",
             config_model=GRPOConfig,
             runner="workers.recipes.grpo.run:run",
+        ),
+        RecipeSpec(
+            name="generate",
+            description="Responses of several models (checkpoints or external) to an eval set's prompts, "
+            "posted to the eval for blind battles: torch on CPU, vLLM on a GPU.",
+            config_model=GenerateConfig,
+            runner="workers.recipes.generate.run:run",
         ),
     ]
 }
