@@ -132,7 +132,9 @@ class EvalSetListView(APIView):
         fields = dict(data.validated_data)
         team = teams_visible_to(request.user).filter(slug=fields.pop("team")).first()
         if team is None:
-            raise ApiError("You are not in that team.", code="not_found", status_code=404, fields={"team": ["not found"]})
+            raise ApiError(
+                "You are not in that team.", code="not_found", status_code=404, fields={"team": ["not found"]}
+            )
         eval_set = services.eval_set_create(user=request.user, team=team, **fields)
         return Response(EvalSetDetailSerializer(eval_set).data, status=status.HTTP_201_CREATED)
 
@@ -249,9 +251,7 @@ class BattleNextView(APIView):
 
 
 class BattleDetailView(APIView):
-    @extend_schema(
-        responses=BattleDetailSerializer, summary="A battle as you were shown it; who is who once you voted"
-    )
+    @extend_schema(responses=BattleDetailSerializer, summary="A battle as you were shown it; who is who once you voted")
     def get(self, request: Request, battle_id: uuid.UUID) -> Response:
         serving = _served(request, battle_id)
         vote = Vote.objects.filter(battle_id=battle_id, voter=request.user).first()
@@ -341,4 +341,3 @@ class RunGenerationsView(APIView):
         data.is_valid(raise_exception=True)
         accepted = services.generations_store(run=run, generations=list(data.validated_data["generations"]))
         return Response({"accepted": accepted})
-

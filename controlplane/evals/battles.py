@@ -57,9 +57,7 @@ def _pairs_by_priority(priority: np.ndarray) -> list[tuple[int, int]]:
     return sorted(pairs, key=lambda pair: -float(priority[pair] + priority[pair[::-1]]))
 
 
-def _pick(
-    evaluation: Eval, voter: Any
-) -> tuple[int, uuid.UUID, uuid.UUID] | None:
+def _pick(evaluation: Eval, voter: Any) -> tuple[int, uuid.UUID, uuid.UUID] | None:
     """(prompt id, generation, generation) for the voter's next battle; None when nothing is left."""
     candidates = list(evaluation.candidates.order_by("id").values_list("id", flat=True))
     index = {cid: i for i, cid in enumerate(candidates)}

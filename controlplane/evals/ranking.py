@@ -1,5 +1,5 @@
 """An eval's ranking from its votes: Bradley-Terry scores with bootstrap intervals, the win-rate
-matrix, the voters' agreement (Krippendorff's α) and the voters who vote unlike the rest."""
+matrix, the voters' agreement (Krippendorff's alpha) and the voters who vote unlike the rest."""
 
 from __future__ import annotations
 

@@ -88,7 +88,13 @@ def eval_vote_arrays(evaluation: Eval) -> VoteArrays:
     rows = list(
         Vote.objects.filter(battle__eval=evaluation)
         .order_by("id")
-        .values_list("battle_id", "battle__generation_a__candidate_id", "battle__generation_b__candidate_id", "choice", "voter_id")
+        .values_list(
+            "battle_id",
+            "battle__generation_a__candidate_id",
+            "battle__generation_b__candidate_id",
+            "choice",
+            "voter_id",
+        )
     )
     return VoteArrays(
         candidates=candidates,

@@ -6,8 +6,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from controlplane.api import InputSerializer, max_length
-from controlplane.evals.selectors import eval_progress
 from controlplane.evals.models import Candidate, Choice, Eval, EvalPrompt, EvalSet, Generation
+from controlplane.evals.selectors import eval_progress
 from controlplane.runs.serializers import ProjectRefField
 from controlplane.teams.models import Team
 from controlplane.teams.serializers import ProjectSerializer, TeamRefSerializer
@@ -230,4 +230,3 @@ class GenerationBatchSerializer(InputSerializer):
 
 class AcceptedSerializer(serializers.Serializer[Any]):
     accepted = serializers.IntegerField()
-

@@ -80,10 +80,11 @@ def eval_set_create(
 def _checkpoint_candidates(team_id: int, ids: list[int]) -> list[dict[str, Any]]:
     """Checkpoints of the team's runs as candidates; a 400 names each id that is not one."""
     found = {
-        c.id: c
-        for c in Checkpoint.objects.filter(id__in=ids, run__project__team_id=team_id).select_related("run")
+        c.id: c for c in Checkpoint.objects.filter(id__in=ids, run__project__team_id=team_id).select_related("run")
     }
-    fields = {f"checkpoints[{i}]": [f"no checkpoint {cid} in this team"] for i, cid in enumerate(ids) if cid not in found}
+    fields = {
+        f"checkpoints[{i}]": [f"no checkpoint {cid} in this team"] for i, cid in enumerate(ids) if cid not in found
+    }
     if fields:
         raise _invalid(fields)
     return [

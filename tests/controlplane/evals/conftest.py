@@ -75,7 +75,9 @@ def generations_post(evaluation: Eval, run_client: APIClient) -> dict[str, str]:
             for sample in range(evaluation.samples_per_prompt):
                 text = f"response {len(texts)} to prompt {prompt.position}"
                 texts[text] = candidate.label
-                items.append({"candidate": candidate.key, "prompt": prompt.id, "sample": sample, "text": text, "tokens": 5})
+                items.append(
+                    {"candidate": candidate.key, "prompt": prompt.id, "sample": sample, "text": text, "tokens": 5}
+                )
     response = post(run_client, f"/api/v1/runs/{evaluation.generation_run_id}/generations", {"generations": items})
     assert response.status_code == 200, response.json()
     assert response.json() == {"accepted": len(items)}

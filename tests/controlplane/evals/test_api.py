@@ -50,9 +50,7 @@ def test_a_set_name_is_unique_in_its_team(owner: Persona) -> None:
     assert response.status_code == 409 and "name" in response.json()["fields"]
 
 
-def test_creating_an_eval_submits_a_generate_run_with_random_keys(
-    owner: Persona, project: Project, run: Run
-) -> None:
+def test_creating_an_eval_submits_a_generate_run_with_random_keys(owner: Persona, project: Project, run: Run) -> None:
     checkpoint = Checkpoint.objects.create(run=run, step=30, uri="/ckpt/30")
     eval_set = eval_set_create(owner.client)
     body = eval_create(
@@ -88,10 +86,16 @@ def test_an_eval_needs_two_candidates_distinct_labels_and_the_team_s_checkpoints
 ) -> None:
     eval_set = eval_set_create(owner.client)
     one = [{"uri": "/m/a", "label": "A"}]
-    response = post(owner.client, "/api/v1/evals", {"project": project.id, "name": "e", "eval_set": eval_set["id"], "external": one})
+    response = post(
+        owner.client, "/api/v1/evals", {"project": project.id, "name": "e", "eval_set": eval_set["id"], "external": one}
+    )
     assert response.status_code == 400 and "checkpoints" in response.json()["fields"]
     twins = [{"uri": "/m/a", "label": "A"}, {"uri": "/m/b", "label": "A"}]
-    response = post(owner.client, "/api/v1/evals", {"project": project.id, "name": "e", "eval_set": eval_set["id"], "external": twins})
+    response = post(
+        owner.client,
+        "/api/v1/evals",
+        {"project": project.id, "name": "e", "eval_set": eval_set["id"], "external": twins},
+    )
     assert response.status_code == 400 and "external" in response.json()["fields"]
     response = post(
         owner.client,
@@ -200,7 +204,10 @@ def test_roles(owner: Persona, teammate: Persona, viewer: Persona, outsider: Per
     # Viewers read, but create nothing.
     assert viewer.client.get(f"/api/v1/evals/{eval_id}").status_code == 200
     assert post(viewer.client, "/api/v1/eval-sets", {"team": "lab", "name": "v"}).status_code == 403
-    assert post(viewer.client, f"/api/v1/eval-sets/{set_id}/import", {"jsonl": jsonl([{"prompt": "p"}])}).status_code == 403
+    assert (
+        post(viewer.client, f"/api/v1/eval-sets/{set_id}/import", {"jsonl": jsonl([{"prompt": "p"}])}).status_code
+        == 403
+    )
     assert post(viewer.client, f"/api/v1/evals/{eval_id}/battles/next", {}).status_code == 403
     # Members create sets and evals, but only the creator or an admin closes.
     assert eval_set_create(teammate.client, name="bob's")["created_by"] == "bob"

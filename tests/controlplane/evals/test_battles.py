@@ -73,9 +73,7 @@ def test_every_prompt_gets_its_voters_before_active_sampling(
     assert calls and calls[-1] == 5
 
 
-def test_voters_share_battles_and_coverage_counts_voters(
-    owner: Persona, teammate: Persona, project: Project
-) -> None:
+def test_voters_share_battles_and_coverage_counts_voters(owner: Persona, teammate: Persona, project: Project) -> None:
     opened = open_eval(owner, project, min_voters_per_prompt=2)
     for persona in (owner, teammate):
         prompts = set()
@@ -124,9 +122,7 @@ def test_a_second_vote_is_a_409_and_votes_close_with_the_eval(owner: Persona, op
     assert next_battle(owner, opened).status_code == 409
 
 
-def test_a_battle_not_served_to_you_does_not_exist_for_you(
-    owner: Persona, teammate: Persona, opened: OpenEval
-) -> None:
+def test_a_battle_not_served_to_you_does_not_exist_for_you(owner: Persona, teammate: Persona, opened: OpenEval) -> None:
     body = next_battle(owner, opened).json()
     assert teammate.client.get(f"/api/v1/battles/{body['battle']}").status_code == 404
     assert vote(teammate, body["battle"]).status_code == 404
