@@ -42,19 +42,31 @@ def _not_open(evaluation: Eval) -> ApiError:
     )
 
 
+PRIORITY_ROUNDS = 200  # bootstrap rounds behind a pair's priority: enough to order pairs, quick per request
+
+
 def _priority(evaluation: Eval, items: int) -> np.ndarray:
     """Contract A's pair priority over the votes so far; uniform before the first vote."""
     votes = eval_vote_arrays(evaluation)
     if len(votes.y) == 0:
         return np.ones((items, items)) - np.eye(items)
-    return np.asarray(stats.pair_priority(votes.a, votes.b, votes.y, items))
+    ranking = stats.rank_items(votes.a, votes.b, votes.y, items, rounds=PRIORITY_ROUNDS, seed=len(votes.y))
+    return np.asarray(stats.pair_priority(votes.a, votes.b, votes.y, items, ranking=ranking))
 
 
 def _pairs_by_priority(priority: np.ndarray) -> list[tuple[int, int]]:
-    """Candidate pairs (i < j), most useful first; equal ones in random order."""
+    """Candidate pairs (i < j) in a random order drawn in proportion to their priority (Arena
+    samples pairs so: the most useful come first, the others still get votes); pairs of
+    priority 0 last."""
     pairs = list(itertools.combinations(range(priority.shape[0]), 2))
-    _random.shuffle(pairs)
-    return sorted(pairs, key=lambda pair: -float(priority[pair] + priority[pair[::-1]]))
+
+    def draw(pair: tuple[int, int]) -> float:
+        weight = float(priority[pair] + priority[pair[::-1]])
+        # Efraimidis-Spirakis: ordering by -log(u) / w is sampling without replacement by weight.
+        return -np.log(1.0 - _random.random()) / weight if weight > 0 else np.inf
+
+    keyed = [(draw(pair), _random.random(), pair) for pair in pairs]
+    return [pair for *_, pair in sorted(keyed)]
 
 
 def _pick(evaluation: Eval, voter: Any) -> tuple[int, uuid.UUID, uuid.UUID] | None:

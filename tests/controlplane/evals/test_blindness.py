@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -51,8 +52,25 @@ def secrets_of(opened: OpenEval) -> dict[str, set[str]]:
     }
 
 
+def _scalars(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for key, item in value.items() for s in (str(key), *_scalars(item))]
+    if isinstance(value, list):
+        return [s for item in value for s in _scalars(item)]
+    return [str(value)]
+
+
 def leaks(body: str, secrets: dict[str, set[str]], *kinds: str) -> list[str]:
-    return sorted(secret for kind in kinds for secret in secrets[kind] if secret in body)
+    """The secrets of `kinds` in an answer's values: texts anywhere in a string, ids as whole
+    numbers (not digits inside a timestamp)."""
+    values = _scalars(json.loads(body)) if body else []
+    found = set()
+    for kind in kinds:
+        for secret in secrets[kind]:
+            pattern = rf"\b{secret}\b" if kind == "ids" else re.escape(secret)
+            if any(re.search(pattern, value) for value in values):
+                found.add(secret)
+    return sorted(found)
 
 
 ALL = ("labels", "keys", "ids", "generations")
@@ -92,7 +110,7 @@ def test_nothing_a_voter_reaches_before_voting_names_a_candidate(
     }.items():
         assert response.status_code == 200
         body = text(response)
-        for label in secrets["labels"]:
+        for label in sorted(secrets["labels"], key=len, reverse=True):
             body = body.replace(label, "")  # a checkpoint's label names its run and step
         assert leaks(body, secrets, "keys", "ids", "generations") == [], name
     # The generation run's pages: its config lists keys and model directories (contract B), which
