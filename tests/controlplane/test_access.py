@@ -38,6 +38,9 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from controlplane.artifacts.services import artifact_upload
 from controlplane.asgi import application, websocket_urlpatterns
+from controlplane.evals import battles as eval_battles
+from controlplane.evals import services as eval_services
+from controlplane.evals.models import Eval, Serving
 from controlplane.metrics import merger
 from controlplane.runs import lifecycle
 from controlplane.runs import services as run_services
@@ -100,6 +103,11 @@ RUN_ACT: Rule = {**RUN_WRITE, P.OWN_TOKEN: 403}
 ANY_TOKEN: Rule = {**PUBLIC, P.ANONYMOUS: 401}
 # Several runs at once, named in the body: people only.
 RUNS_READ: Rule = {**TEAM_READ, P.FOREIGN_TOKEN: 403, P.OWN_TOKEN: 403}
+# Judging an eval's battles: members and admins; viewers only where their team allows it (the
+# world's team does not).
+VOTE: Rule = {**TEAM_READ, P.VIEWER: 403}
+# What the generation run generates: its own token only; a person's token may not forge it.
+GENERATIONS_WRITE: Rule = {**RUN_WRITE, P.MEMBER: 403, P.ADMIN: 403}
 
 
 @dataclass(frozen=True)
@@ -115,12 +123,14 @@ class Call:
     fresh: bool = False
     csrf: bool = False
     ended: bool = False  # the fresh run has SUCCEEDED (its token keeps the grace period)
+    generation: bool = False  # {run} is the generation run of a GENERATING eval, with its token
 
 
 RUN = "/api/v1/runs/{run}"
 ML_ART = "/mlflow/api/2.0/mlflow-artifacts"
 ML = "/mlflow/api/2.0/mlflow"
 POINT = {"points": [{"key": "reward/mean", "step": 1, "value": 0.5}]}
+EXTERNAL = [{"uri": "/models/a", "label": "A"}, {"uri": "/models/b", "label": "B"}]
 ENVIRONMENT = {"attempt": "{attempt}", "code_version": "abc", "packages": {}, "python": "3.11", "hostname": "h"}
 
 # (route as the URL conf spells it, method) → how to call it and who may.
@@ -250,6 +260,38 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("api/v1/runs/<id:run_id>/artifacts/download", "GET"): Call(
         RUN_READ, (200,), RUN + "/artifacts/download?path=notes.txt"
     ),
+    # Evals (controlplane.evals): {eval} is OPEN, with {battle} served to the member and the admin.
+    ("api/v1/eval-sets", "GET"): Call(SIGNED_IN, (200,), "/api/v1/eval-sets"),
+    ("api/v1/eval-sets", "POST"): Call(TEAM_WRITE, (201,), "/api/v1/eval-sets", {"team": "lab", "name": "set {n}"}),
+    ("api/v1/eval-sets/<id:set_id>", "GET"): Call(TEAM_READ, (200,), "/api/v1/eval-sets/{set}"),
+    ("api/v1/eval-sets/<id:set_id>/import", "POST"): Call(
+        TEAM_WRITE, (200,), "/api/v1/eval-sets/{set}/import", {"jsonl": '{{"prompt": "more"}}'}
+    ),
+    ("api/v1/evals", "GET"): Call(SIGNED_IN, (200,), "/api/v1/evals"),
+    ("api/v1/evals", "POST"): Call(
+        TEAM_WRITE,
+        (201,),
+        "/api/v1/evals",
+        {"project": "lab/default", "name": "eval {n}", "eval_set": "{set}", "external": EXTERNAL},
+    ),
+    ("api/v1/evals/<id:eval_id>", "GET"): Call(TEAM_READ, (200,), "/api/v1/evals/{eval}"),
+    # The admin created the eval: the member, not its creator, may not close it.
+    ("api/v1/evals/<id:eval_id>/close", "POST"): Call(TEAM_ADMIN, (200,), "/api/v1/evals/{eval}/close"),
+    ("api/v1/evals/<id:eval_id>/battles/next", "POST"): Call(VOTE, (200, 204), "/api/v1/evals/{eval}/battles/next"),
+    ("api/v1/evals/<id:eval_id>/ranking", "GET"): Call(TEAM_READ, (200,), "/api/v1/evals/{eval}/ranking"),
+    # An OPEN eval's responses stay blind: 409 once the caller is let through.
+    ("api/v1/evals/<id:eval_id>/generations", "GET"): Call(TEAM_READ, (409,), "/api/v1/evals/{eval}/generations"),
+    ("api/v1/battles/<uuid:battle_id>", "GET"): Call(VOTE, (200,), "/api/v1/battles/{battle}"),
+    ("api/v1/battles/<uuid:battle_id>/votes", "POST"): Call(
+        VOTE, (201,), "/api/v1/battles/{battle}/votes", {"choice": "a"}
+    ),
+    ("api/v1/runs/<id:run_id>/generations", "POST"): Call(
+        GENERATIONS_WRITE,
+        (200,),
+        RUN + "/generations",
+        {"generations": [{"candidate": "{key}", "prompt": "{prompt}", "sample": 0, "text": "t", "tokens": 1}]},
+        generation=True,
+    ),
     # The live websocket: whoever may read the run.
     ("ws/runs/<int:run_id>/", "WEBSOCKET"): Call(RUN_READ, (200,), "/ws/runs/{run}/"),
 }
@@ -323,6 +365,8 @@ class World:
     people: dict[P, Any]
     tokens: dict[P, str]
     run: Run
+    evals: dict[str, str] = field(default_factory=dict)  # the evals' template values
+    generation: tuple[Run, str] | None = None  # a GENERATING eval's run and its token
     counter: list[int] = field(default_factory=lambda: [0])
 
     def fresh(self) -> int:
@@ -365,15 +409,57 @@ def world(db: Any, settings: Any, artifacts_dir: Any) -> Iterator[World]:
     world.run, tokens[P.OWN_TOKEN] = new_run(world)
     tokens[P.FOREIGN_TOKEN] = new_run(world)[1]
     artifact_upload(run=world.run, path="notes.txt", body=io.BytesIO(b"notes"), declared_length=5)
+    _evals(world)
     yield world
     # Appends commit, so this process' merger rolls them up a moment later: wait for it before
     # the database is emptied (they would deadlock).
     assert merger.wait_idle(60)
 
 
+def _evals(world: World) -> None:
+    """An eval set; an OPEN eval with a battle served to the member and the admin; a GENERATING one."""
+    admin, member = world.people[P.ADMIN], world.people[P.MEMBER]
+    eval_set = eval_services.eval_set_create(
+        user=admin, team=world.team, name="basics", jsonl='{"prompt": "2+2?"}\n{"prompt": "hello"}'
+    )
+
+    def create() -> Eval:
+        return eval_services.eval_create(
+            user=admin, project=world.project.id, name="e", eval_set_id=eval_set.id, checkpoints=[], external=EXTERNAL
+        )
+
+    opened = create()
+    prompts = list(eval_set.prompts.values_list("id", flat=True))
+    answers = [
+        {"candidate": key, "prompt": prompt, "sample": 0, "text": f"{key} {prompt}", "tokens": 1}
+        for key in opened.candidates.values_list("key", flat=True)
+        for prompt in prompts
+    ]
+    assert opened.generation_run is not None
+    eval_services.generations_store(run=opened.generation_run, generations=answers)
+    attempt = opened.generation_run.attempts.get().id
+    lifecycle.transition(attempt, [RunStatus.QUEUED], RunStatus.RUNNING)
+    lifecycle.transition(attempt, [RunStatus.RUNNING], RunStatus.SUCCEEDED)
+    eval_services.evals_settle()
+    opened.refresh_from_db()
+    serving = eval_battles.battle_next(voter=member, evaluation=opened)
+    assert serving is not None
+    Serving.objects.create(battle=serving.battle, voter=admin, swapped=True)
+    generating = create()
+    assert generating.generation_run is not None
+    world.generation = (generating.generation_run, run_token_for(generating.generation_run))
+    world.evals = {
+        "set": str(eval_set.id),
+        "eval": str(opened.id),
+        "battle": str(serving.battle_id),
+        "key": generating.candidates.values_list("key", flat=True)[0],
+        "prompt": str(prompts[0]),
+    }
+
+
 def _fill(template: Any, values: dict[str, str]) -> Any:
-    if template == "{run}":
-        return int(values["run"])  # a run id in a JSON body is a number
+    if template in ("{run}", "{set}", "{prompt}"):
+        return int(values[template[1:-1]])  # an id in a JSON body is a number
     if isinstance(template, str):
         return template.format(**values)
     if isinstance(template, list):
@@ -386,6 +472,9 @@ def _fill(template: Any, values: dict[str, str]) -> Any:
 def _target(world: World, persona: P, call: Call) -> tuple[dict[str, str], str | None]:
     """The values a call's templates are filled with, and the bearer token the persona sends."""
     run, own = (world.run, world.tokens[P.OWN_TOKEN]) if not call.fresh else new_run(world)
+    if call.generation:
+        assert world.generation is not None
+        run, own = world.generation
     if call.ended:
         attempt = run.attempts.get().id
         lifecycle.transition(attempt, [RunStatus.QUEUED], RunStatus.RUNNING)
@@ -402,6 +491,7 @@ def _target(world: World, persona: P, call: Call) -> tuple[dict[str, str], str |
             ApiToken.objects.filter(user=world.people[P.ADMIN]).order_by("id").values_list("id", flat=True)[0]
         ),
         "n": str(world.fresh()),
+        **world.evals,
     }
     if call.fresh and "{user}" in call.path:
         # Removing a member: a member of their own for each call, so each removal can succeed.
@@ -448,7 +538,7 @@ def database_state() -> str:
     """A digest of every row of Barrel's own tables: what a refused call must leave alone."""
     digest = hashlib.sha256()
     for model in apps.get_models():
-        if model._meta.app_label not in ("teams", "runs", "metrics", "checkpoints", "tracking", "auth"):
+        if model._meta.app_label not in ("teams", "runs", "metrics", "checkpoints", "tracking", "evals", "auth"):
             continue
         rows = model._default_manager.order_by("pk").values()
         for row in rows:
