@@ -254,7 +254,7 @@ class BattleDetailView(APIView):
     @extend_schema(responses=BattleDetailSerializer, summary="A battle as you were shown it; who is who once you voted")
     def get(self, request: Request, battle_id: uuid.UUID) -> Response:
         serving = _served(request, battle_id)
-        vote = Vote.objects.filter(battle_id=battle_id, voter=request.user).first()
+        vote = Vote.objects.filter(battle_id=battle_id, voter=serving.voter_id).first()
         body = {**_battle_body(serving), "vote": None, "reveal": None}
         if vote is not None:
             body.update(vote=_vote_body(serving, vote), reveal=_reveal(serving))

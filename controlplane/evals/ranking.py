@@ -40,14 +40,14 @@ def eval_ranking(evaluation: Eval) -> EvalRanking:
     labels = [candidate.label for candidate in votes.candidates]
     items = len(labels)
     if len(votes.y) == 0:
-        rows = [
+        unscored: list[dict[str, Any]] = [
             {"label": label, "score": None, "ci_low": None, "ci_high": None, "rank": None, "battles": 0}
             for label in sorted(labels)
         ]
         empty: list[list[float | None]] = [[None] * items for _ in range(items)]
-        return EvalRanking(rows, labels, empty, 0, None, [])
+        return EvalRanking(unscored, labels, empty, 0, None, [])
     ranking = stats.rank_items(votes.a, votes.b, votes.y, items, rounds=ROUNDS, seed=evaluation.id)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "label": labels[i],
             "score": float(ranking.score[i]),

@@ -73,7 +73,8 @@ class ImportedSerializer(serializers.Serializer[Any]):
 
 class ExternalCandidateSerializer(InputSerializer):
     uri = serializers.CharField(max_length=max_length(Candidate, "uri"), help_text="A Hugging Face model directory.")
-    label = serializers.CharField(max_length=max_length(Candidate, "label"))
+    # A declared field, popped from the class by DRF's metaclass: it does not shadow Field.label.
+    label = serializers.CharField(max_length=max_length(Candidate, "label"))  # type: ignore[assignment]
 
 
 class GenerationOptionsSerializer(InputSerializer):
@@ -150,7 +151,7 @@ class BattleSerializer(serializers.Serializer[Any]):
 
 
 class SideSerializer(serializers.Serializer[Any]):
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, as above
     run = serializers.IntegerField(allow_null=True, help_text="The checkpoint's run; null for an outside model.")
     step = serializers.IntegerField(allow_null=True)
 
@@ -183,7 +184,7 @@ class VoteResultSerializer(serializers.Serializer[Any]):
 
 
 class RankingRowSerializer(serializers.Serializer[Any]):
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, as above
     score = serializers.FloatField(allow_null=True, help_text="Arena's scale: 1000 + 400 x log10 strength.")
     ci_low = serializers.FloatField(allow_null=True, help_text="2.5 % bootstrap percentile.")
     ci_high = serializers.FloatField(allow_null=True, help_text="97.5 % bootstrap percentile.")

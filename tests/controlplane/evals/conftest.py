@@ -15,7 +15,7 @@ from controlplane.runs.models import Run, RunStatus
 from controlplane.teams.models import Project
 from tests.conftest import Persona, run_token_for
 
-PROMPTS = [
+PROMPTS: list[dict[str, Any]] = [
     {"prompt": "What is 2+2?", "reference": "4", "tags": ["math"]},
     {"prompt": "Name a prime above 10."},
     {"prompt": "Say hello in French.", "tags": ["lang"]},
