@@ -185,6 +185,12 @@ SPECTACULAR_SETTINGS = {
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     # controlplane.urls.IdConverter: a bigint primary key.
     "PATH_CONVERTER_OVERRIDE": {"id": {"type": "integer", "minimum": 0, "maximum": MAX_BIGINT}},
+    # Choice sets of the same field name in several components keep names of their own.
+    "ENUM_NAME_OVERRIDES": {
+        "StatusEnum": "controlplane.runs.models.RunStatus",
+        "EvalStatusEnum": "controlplane.evals.models.EvalStatus",
+        "GenerationEngineEnum": ["auto", "torch", "vllm"],
+    },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

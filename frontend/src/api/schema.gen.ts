@@ -4,6 +4,43 @@
  */
 
 export interface paths {
+    "/api/v1/battles/{battle_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A battle as you were shown it; who is who once you voted */
+        get: operations["battles_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/battles/{battle_id}/votes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Vote on a battle you were served; the answer reveals who answered which side
+         * @description One vote per battle: a second is a 409. 409 too once the eval is no longer OPEN.
+         */
+        post: operations["battles_votes_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/checkpoints": {
         parameters: {
             query?: never;
@@ -13,6 +50,170 @@ export interface paths {
         };
         /** Checkpoints across your teams' runs */
         get: operations["checkpoints_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/eval-sets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Eval sets of your teams, newest first */
+        get: operations["eval_sets_list"];
+        put?: never;
+        /**
+         * Create an eval set, with its prompts as JSON Lines
+         * @description 404 when the team is not one of yours; 409 when the team has a set of that name.
+         */
+        post: operations["eval_sets_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/eval-sets/{set_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An eval set with its prompts */
+        get: operations["eval_sets_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/eval-sets/{set_id}/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Append prompts from JSON Lines: all of them or, naming every bad line, none */
+        post: operations["eval_sets_import_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/evals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Evals of your teams, newest first */
+        get: operations["evals_list"];
+        put?: never;
+        /**
+         * Create an eval: its candidates answer the set's prompts in a `generate` run
+         * @description Candidates are checkpoints of the team's runs and/or models from outside (a Hugging Face directory and a label), 2 to 64 in all. The eval opens for votes once the run has succeeded.
+         */
+        post: operations["evals_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/evals/{eval_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An eval: status, progress, the candidates' labels */
+        get: operations["evals_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/evals/{eval_id}/battles/next": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The next battle for you to judge; 204 when you have judged all there is
+         * @description Sides are shown in an order of your own; nothing here names the models behind them until you voted. 409 unless the eval is OPEN.
+         */
+        post: operations["evals_battles_next_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/evals/{eval_id}/close": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Close an eval: no more votes, its generations readable (its creator or a team admin) */
+        post: operations["evals_close_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/evals/{eval_id}/generations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every response with its candidate, once the eval is CLOSED (409 before: votes are blind) */
+        get: operations["evals_generations_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/evals/{eval_id}/ranking": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The ranking: Bradley-Terry scores with 95 % bootstrap intervals, win rates, agreement */
+        get: operations["evals_ranking_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -223,6 +424,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/runs/{run_id}/generations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The generation run posts its responses (its own token only; at most 500 a request)
+         * @description Idempotent on (candidate, prompt, sample): a retry overwrites. 409 unless the run's eval is GENERATING.
+         */
+        post: operations["runs_generations_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/runs/{run_id}/metrics": {
         parameters: {
             query?: never;
@@ -416,6 +637,9 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        Accepted: {
+            accepted: number;
+        };
         ArtifactEntry: {
             /** @description Relative to the run's artifact root; pass it as `path` to list or download. */
             path: string;
@@ -453,6 +677,34 @@ export interface components {
             hostname: string;
             resume_from: number | null;
         };
+        Battle: {
+            /** Format: uuid */
+            battle: string;
+            prompt: components["schemas"]["BattlePrompt"];
+            /** @description The response shown as A. */
+            a: string;
+            /** @description The response shown as B. */
+            b: string;
+            guidelines: string;
+        };
+        BattleDetail: {
+            /** Format: uuid */
+            battle: string;
+            prompt: components["schemas"]["BattlePrompt"];
+            /** @description The response shown as A. */
+            a: string;
+            /** @description The response shown as B. */
+            b: string;
+            guidelines: string;
+            /** @description Your vote; null before you voted. */
+            vote: components["schemas"]["VoteOut"] | null;
+            /** @description Who answered which side; null before you voted. */
+            reveal: components["schemas"]["Reveal"] | null;
+        };
+        BattlePrompt: {
+            text: string;
+            reference: string;
+        };
         Checkpoint: {
             readonly id: number;
             readonly run: number;
@@ -475,12 +727,21 @@ export interface components {
             weight_version?: number | null;
             metrics?: unknown;
         };
-        /** @enum {string} */
+        /**
+         * @description * `a` - A
+         *     * `b` - B
+         *     * `tie` - Tie
+         *     * `both_bad` - Both Bad
+         * @enum {string}
+         */
+        ChoiceEnum: "a" | "b" | "tie" | "both_bad";
+        /**
+         * @description * `auto` - auto
+         *     * `cpu` - cpu
+         *     * `cuda` - cuda
+         * @enum {string}
+         */
         DeviceEnum: "auto" | "cpu" | "cuda";
-        /** @enum {string} */
-        DtypeEnum: "float32" | "bfloat16" | "float16";
-        /** @enum {string} */
-        EngineEnum: "torch" | "vllm";
         EnvironmentRequest: {
             /** Format: uuid */
             attempt: string;
@@ -507,6 +768,148 @@ export interface components {
             fields?: {
                 [key: string]: string[];
             };
+        };
+        Eval: {
+            readonly id: number;
+            name: string;
+            readonly project: components["schemas"]["Project"];
+            readonly eval_set: number;
+            status: components["schemas"]["EvalStatusEnum"];
+            failure_reason: string;
+            readonly created_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            closed_at: string | null;
+            samples_per_prompt: number;
+            min_voters_per_prompt: number;
+            readonly generation_run: number | null;
+            /** @description The candidates' labels, alphabetical; which response came from which is revealed per vote. */
+            readonly candidates: string[];
+            readonly progress: components["schemas"]["Progress"];
+        };
+        EvalCreateRequest: {
+            /** @description Project id, or 'team-slug/project-name' (created if missing). */
+            project: number | string;
+            name: string;
+            /** @description An eval set of the project's team. */
+            eval_set: number;
+            /** @description Checkpoint ids of the team's runs. */
+            checkpoints?: number[];
+            external?: components["schemas"]["ExternalCandidateRequest"][];
+            /** @default 1 */
+            samples_per_prompt: number;
+            /**
+             * @description Voters each prompt gets before battles go where they reduce the ranking's uncertainty most.
+             * @default 1
+             */
+            min_voters_per_prompt: number;
+            generation?: components["schemas"]["GenerationOptionsRequest"];
+        };
+        EvalPrompt: {
+            readonly id: number;
+            position: number;
+            text: string;
+            reference: string;
+            tags: string[];
+        };
+        EvalSet: {
+            readonly id: number;
+            readonly team: components["schemas"]["TeamRef"];
+            name: string;
+            description: string;
+            guidelines: string;
+            readonly prompt_count: number;
+            readonly created_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+        };
+        EvalSetCreateRequest: {
+            /** @description Team slug. */
+            team: string;
+            name: string;
+            /** @default  */
+            description: string;
+            /**
+             * @description What voters are asked to judge.
+             * @default
+             */
+            guidelines: string;
+            /**
+             * @description One JSON object a line: {"prompt": str, "reference"?: str, "tags"?: [str]}.
+             * @default
+             */
+            jsonl: string;
+        };
+        EvalSetDetail: {
+            readonly id: number;
+            readonly team: components["schemas"]["TeamRef"];
+            name: string;
+            description: string;
+            guidelines: string;
+            readonly prompt_count: number;
+            readonly created_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            readonly prompts: components["schemas"]["EvalPrompt"][];
+        };
+        EvalSetImportRequest: {
+            /** @description One JSON object a line: {"prompt": str, "reference"?: str, "tags"?: [str]}. */
+            jsonl: string;
+        };
+        /**
+         * @description * `GENERATING` - Generating
+         *     * `OPEN` - Open
+         *     * `CLOSED` - Closed
+         *     * `FAILED` - Failed
+         * @enum {string}
+         */
+        EvalStatusEnum: "GENERATING" | "OPEN" | "CLOSED" | "FAILED";
+        ExternalCandidateRequest: {
+            /** @description A Hugging Face model directory. */
+            uri: string;
+            label: string;
+        };
+        Generation: {
+            /** Format: uuid */
+            readonly id: string;
+            readonly candidate: string;
+            readonly prompt: number;
+            sample: number;
+            text: string;
+            tokens: number;
+        };
+        GenerationBatchRequest: {
+            generations: components["schemas"]["GenerationInRequest"][];
+        };
+        /**
+         * @description * `auto` - auto
+         *     * `torch` - torch
+         *     * `vllm` - vllm
+         * @enum {string}
+         */
+        GenerationEngineEnum: "auto" | "torch" | "vllm";
+        GenerationInRequest: {
+            /** @description The candidate's key in the run's config. */
+            candidate: string;
+            prompt: number;
+            sample: number;
+            text: string;
+            tokens: number;
+        };
+        GenerationOptionsRequest: {
+            max_new_tokens?: number;
+            /** Format: double */
+            temperature?: number;
+            seed?: number;
+            engine?: components["schemas"]["GenerationEngineEnum"];
+            device?: components["schemas"]["DeviceEnum"];
+        };
+        Imported: {
+            /** @description Prompts added by this import. */
+            imported: number;
+            /** @description Prompts in the set now. */
+            prompt_count: number;
         };
         LoginRequest: {
             username: string;
@@ -624,6 +1027,51 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["Checkpoint"][];
         };
+        PaginatedEvalList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["Eval"][];
+        };
+        PaginatedEvalSetList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["EvalSet"][];
+        };
+        PaginatedGenerationList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["Generation"][];
+        };
         PaginatedProjectList: {
             /** @example 123 */
             count: number;
@@ -684,6 +1132,17 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["Team"][];
         };
+        Progress: {
+            /** @description Responses stored so far. */
+            generations: number;
+            /** @description Candidates x prompts x samples. */
+            expected: number;
+            battles: number;
+            votes: number;
+            prompts: number;
+            /** @description Prompts with at least min_voters_per_prompt voters. */
+            prompts_covered: number;
+        };
         Project: {
             readonly id: number;
             name: string;
@@ -698,6 +1157,31 @@ export interface components {
             name: string;
             /** @default  */
             description: string;
+        };
+        Ranking: {
+            rows: components["schemas"]["RankingRow"][];
+            /** @description The win-rate matrix's order. */
+            labels: string[];
+            /** @description win_rate[i][j]: the share of the score of labels[i] against labels[j]; null where they never met. */
+            win_rate: ((number | ("NaN" | "Infinity" | "-Infinity")) | null)[][];
+            votes: number;
+            /** @description Krippendorff's alpha of the voters' agreement. */
+            alpha: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Voters who vote unlike the rest; null unless you created the eval or admin its team. */
+            flagged_voters: string[] | null;
+        };
+        RankingRow: {
+            label: string;
+            /** @description Arena's scale: 1000 + 400 x log10 strength. */
+            score: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description 2.5 % bootstrap percentile. */
+            ci_low: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description 97.5 % bootstrap percentile. */
+            ci_high: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description 1 + candidates surely better (intervals apart). */
+            rank: number | null;
+            /** @description Votes the candidate took part in. */
+            battles: number;
         };
         Recipe: {
             name: string;
@@ -787,6 +1271,19 @@ export interface components {
              * @default null
              */
             async_buffer_prompts: number | null;
+        };
+        /** Candidate */
+        RecipeCandidate: {
+            /**
+             * Key
+             * @description Opaque token naming the candidate in posted generations; never reveals the checkpoint.
+             */
+            key: string;
+            /**
+             * Uri
+             * @description A local Hugging Face model directory (a Barrel checkpoint's uri or an external path), visible to the node the generation runs on; file:// is accepted.
+             */
+            uri: string;
         };
         /** CheckpointConfig */
         RecipeCheckpointConfig: {
@@ -880,6 +1377,114 @@ export interface components {
              */
             fail_at_step: number | null;
         };
+        /**
+         * GenerateConfig
+         * @description Sample responses of each candidate model to every prompt and post them to the eval.
+         */
+        RecipeGenerateConfig: {
+            /**
+             * Seed
+             * @description Sampling seed; the same seed gives the same responses on CPU.
+             * @default 0
+             */
+            seed: number;
+            /**
+             * Eval Id
+             * @description The eval the generations belong to.
+             */
+            eval_id: number;
+            /**
+             * Candidates
+             * @description Models to generate with.
+             */
+            candidates: components["schemas"]["RecipeCandidate"][];
+            /**
+             * Prompts
+             * @description Prompts to answer.
+             */
+            prompts: components["schemas"]["RecipeGeneratePrompt"][];
+            /**
+             * Samples Per Prompt
+             * @description Responses per prompt and candidate.
+             * @default 1
+             */
+            samples_per_prompt: number;
+            /**
+             * Max New Tokens
+             * @description Response length limit, in tokens.
+             * @default 64
+             */
+            max_new_tokens: number;
+            /**
+             * Temperature
+             * @description Sampling temperature; 0 is greedy.
+             * @default 0.7
+             */
+            temperature: number;
+            /**
+             * Engine
+             * @description auto: vLLM when generating on a GPU and vLLM is installed, else torch (transformers).
+             * @default auto
+             */
+            engine: components["schemas"]["GenerationEngineEnum"];
+            /**
+             * Device
+             * @description auto: a GPU when the Ray cluster has one free, else CPU.
+             * @default auto
+             */
+            device: components["schemas"]["DeviceEnum"];
+            /**
+             * Dtype
+             * @description Precision of the loaded model; auto: float32 on CPU, bfloat16 on a GPU.
+             * @default auto
+             */
+            dtype: components["schemas"]["RecipeGenerateConfigDtypeEnum"];
+            /**
+             * Prompts Per Batch
+             * @description Prompts per generate call (each with samples_per_prompt responses).
+             * @default 16
+             */
+            prompts_per_batch: number;
+            /**
+             * Num Cpus
+             * @description Ray CPUs the generation actor reserves (it fits beside the demo).
+             * @default 1
+             */
+            num_cpus: number;
+            /**
+             * Num Gpus
+             * @description Ray GPUs the generation actor reserves when it generates on GPUs.
+             * @default 1
+             */
+            num_gpus: number;
+            /**
+             * Threads
+             * @description torch threads of the generation actor on CPU.
+             * @default 1
+             */
+            threads: number;
+            /**
+             * Gpu Memory Utilization
+             * @description vllm: fraction of GPU memory.
+             * @default 0.5
+             */
+            gpu_memory_utilization: number;
+        };
+        /** @enum {string} */
+        RecipeGenerateConfigDtypeEnum: "auto" | "float32" | "bfloat16" | "float16";
+        /** GeneratePrompt */
+        RecipeGeneratePrompt: {
+            /**
+             * Id
+             * @description The eval prompt's id, echoed in every posted generation.
+             */
+            id: number;
+            /**
+             * Text
+             * @description The prompt text.
+             */
+            text: string;
+        };
         /** ModelConfig */
         RecipeModelConfig: {
             /**
@@ -919,7 +1524,7 @@ export interface components {
              * @description torch: transformers on CPU or GPU; vllm: vLLM on a GPU (needs the gpu extra).
              * @default torch
              */
-            engine: components["schemas"]["EngineEnum"];
+            engine: components["schemas"]["RecipeRolloutConfigEngineEnum"];
             /**
              * Workers
              * @description Rollout actors (engines).
@@ -931,7 +1536,7 @@ export interface components {
              * @description Rollout precision. The trainer computes in float32, so bfloat16 here shows up as mismatch/engine_kl.
              * @default float32
              */
-            dtype: components["schemas"]["DtypeEnum"];
+            dtype: components["schemas"]["RecipeRolloutConfigDtypeEnum"];
             /**
              * Device
              * @description torch engine device.
@@ -975,6 +1580,10 @@ export interface components {
              */
             gpu_memory_utilization: number;
         };
+        /** @enum {string} */
+        RecipeRolloutConfigDtypeEnum: "float32" | "bfloat16" | "float16";
+        /** @enum {string} */
+        RecipeRolloutConfigEngineEnum: "torch" | "vllm";
         /**
          * SmokeConfig
          * @description A few Ray tasks per step that report metrics: proves the loop before a real recipe.
@@ -1107,6 +1716,10 @@ export interface components {
              */
             batch_size: number;
         };
+        Reveal: {
+            a: components["schemas"]["Side"];
+            b: components["schemas"]["Side"];
+        };
         /**
          * @description * `viewer` - Viewer
          *     * `member` - Member
@@ -1175,6 +1788,14 @@ export interface components {
             checkpoint?: number;
         };
         RunSubmitRequest: {
+            /** @description Project id, or 'team-slug/project-name' (created if missing). */
+            project: number | string;
+            /** @default  */
+            name: string;
+            recipe: string;
+            config?: components["schemas"]["RecipeGenerateConfig"];
+            tags?: string[];
+        } | {
             /** @description Project id, or 'team-slug/project-name' (created if missing). */
             project: number | string;
             /** @default  */
@@ -1258,6 +1879,12 @@ export interface components {
         Session: {
             user: components["schemas"]["User"] | null;
         };
+        Side: {
+            label: string;
+            /** @description The checkpoint's run; null for an outside model. */
+            run: number | null;
+            step: number | null;
+        };
         /**
          * @description * `QUEUED` - Queued
          *     * `DISPATCHING` - Dispatching
@@ -1319,6 +1946,39 @@ export interface components {
             id: number;
             username: string;
         };
+        VoteInRequest: {
+            /**
+             * @description As you saw the sides: A, B, tie, both bad.
+             *
+             *     * `a` - A
+             *     * `b` - B
+             *     * `tie` - Tie
+             *     * `both_bad` - Both Bad
+             */
+            choice: components["schemas"]["ChoiceEnum"];
+            /** @default  */
+            comment: string;
+        };
+        VoteOut: {
+            /**
+             * @description As you saw the sides.
+             *
+             *     * `a` - A
+             *     * `b` - B
+             *     * `tie` - Tie
+             *     * `both_bad` - Both Bad
+             */
+            choice: components["schemas"]["ChoiceEnum"];
+            comment: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        VoteResult: {
+            /** Format: uuid */
+            battle: string;
+            vote: components["schemas"]["VoteOut"];
+            reveal: components["schemas"]["Reveal"];
+        };
     };
     responses: never;
     parameters: never;
@@ -1328,6 +1988,133 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    battles_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                battle_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BattleDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    battles_votes_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                battle_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoteInRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VoteResult"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     checkpoints_list: {
         parameters: {
             query?: {
@@ -1374,6 +2161,679 @@ export interface operations {
             };
             /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    eval_sets_list: {
+        parameters: {
+            query?: {
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedEvalSetList"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    eval_sets_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EvalSetCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvalSetDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    eval_sets_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                set_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvalSetDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    eval_sets_import_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                set_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EvalSetImportRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Imported"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    evals_list: {
+        parameters: {
+            query?: {
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+                /** @description Project id */
+                project?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedEvalList"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    evals_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EvalCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Eval"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    evals_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                eval_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Eval"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    evals_battles_next_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                eval_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Battle"];
+                };
+            };
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    evals_close_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                eval_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Eval"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    evals_generations_list: {
+        parameters: {
+            query?: {
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                eval_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedGenerationList"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    evals_ranking_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                eval_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ranking"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2158,6 +3618,76 @@ export interface operations {
             };
             /** @description No such object, or not visible to you. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_generations_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GenerationBatchRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
