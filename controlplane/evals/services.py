@@ -7,7 +7,7 @@ import random
 import secrets
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -62,16 +62,18 @@ def eval_set_create(
 ) -> EvalSet:
     """A new eval set of the team, with the prompts of `jsonl` when given."""
     _require_member(user, team.id, "create eval sets")
-    if EvalSet.objects.filter(team=team, name=name).exists():
+    try:
+        with transaction.atomic():
+            eval_set = EvalSet.objects.create(
+                team=team, name=name, description=description, guidelines=guidelines, created_by=user
+            )
+    except IntegrityError:  # the name is taken (checked by the constraint, so a race cannot pass)
         raise ApiError(
             f"Team {team.slug} already has an eval set named {name!r}.",
             code="conflict",
             status_code=409,
             fields={"name": ["already used in this team"]},
-        )
-    eval_set = EvalSet.objects.create(
-        team=team, name=name, description=description, guidelines=guidelines, created_by=user
-    )
+        ) from None
     if jsonl:
         eval_set_import(user=user, eval_set=eval_set, jsonl=jsonl)
     return eval_set

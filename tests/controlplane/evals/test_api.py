@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 
 from controlplane.checkpoints.models import Checkpoint
 from controlplane.evals.models import Candidate, Eval, EvalPrompt, EvalStatus, Generation
@@ -174,6 +175,7 @@ def test_the_eval_opens_when_its_run_succeeds(owner: Persona, project: Project) 
     assert owner.client.get(f"/api/v1/evals/{body['id']}").json()["status"] == "GENERATING"
     transition(attempt.id, [RunStatus.RUNNING], RunStatus.SUCCEEDED)
     assert evals_settle_task() == 1  # the beat's settle, without waiting for a read
+    assert settings.CELERY_BEAT_SCHEDULE["evals-settle"]["task"] == evals_settle_task.name
     assert Eval.objects.get(id=body["id"]).status == EvalStatus.OPEN
     assert owner.client.get(f"/api/v1/evals/{body['id']}").json()["status"] == "OPEN"
 
@@ -210,7 +212,9 @@ def test_roles(owner: Persona, teammate: Persona, viewer: Persona, outsider: Per
     )
     assert post(viewer.client, f"/api/v1/evals/{eval_id}/battles/next", {}).status_code == 403
     # Members create sets and evals, but only the creator or an admin closes.
-    assert eval_set_create(teammate.client, name="bob's")["created_by"] == "bob"
+    mine = eval_set_create(teammate.client, name="bob's")
+    assert mine["created_by"] == "bob"
+    assert eval_create(teammate.client, opened.eval.project, mine["id"])["created_by"] == "bob"
     assert post(teammate.client, f"/api/v1/evals/{eval_id}/close", {}).status_code == 403
     # Outsiders see nothing.
     for path in (f"/api/v1/evals/{eval_id}", f"/api/v1/eval-sets/{set_id}", f"/api/v1/evals/{eval_id}/ranking"):
