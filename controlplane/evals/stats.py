@@ -13,6 +13,7 @@ ranking it moves nothing a reader could see.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,20 +63,22 @@ class _Rows:
 
 @dataclass(frozen=True)
 class _Outcomes:
-    """Distinct outcomes (low, high, y), sorted so that each pair's outcomes are contiguous,
-    with their counts; `starts` opens each pair's run (for np.add.reduceat)."""
+    """Distinct outcomes (low, high[, feature], y) with their counts, sorted so that the
+    outcomes of one row key (low, high[, feature]) are contiguous; `starts` opens each key's
+    run (for np.add.reduceat); `low`, `high` and `feature` are per key."""
 
     y: FloatArray
     count: FloatArray
     starts: IntArray
-    low: IntArray  # per pair
-    high: IntArray  # per pair
+    low: IntArray
+    high: IntArray
+    feature: FloatArray | None
 
     def rows(self, count: FloatArray) -> _Rows:
-        """The pair rows of these outcomes with `count` (K, or R x K for resamples)."""
+        """The rows of these outcomes with `count` (K, or R x K for resamples)."""
         n = np.add.reduceat(count, self.starts, axis=-1)
         s = np.add.reduceat(count * self.y, self.starts, axis=-1)
-        return _Rows(self.low, self.high, n, s)
+        return _Rows(self.low, self.high, n, s, self.feature)
 
 
 def _votes(a: ArrayLike, b: ArrayLike, y: ArrayLike, items: int) -> tuple[IntArray, IntArray, FloatArray]:
@@ -96,27 +99,35 @@ def _votes(a: ArrayLike, b: ArrayLike, y: ArrayLike, items: int) -> tuple[IntArr
     return a_arr, b_arr, y_arr
 
 
-def _fold(a: IntArray, b: IntArray, y: FloatArray) -> tuple[IntArray, IntArray, FloatArray]:
-    """Each vote seen from its lower item: (b, a, 1 - y) where b < a."""
+def _fold(
+    a: IntArray, b: IntArray, y: FloatArray, feature: FloatArray | None = None
+) -> tuple[IntArray, IntArray, FloatArray, FloatArray | None]:
+    """Each vote seen from its lower item: (b, a, 1 - y, -feature) where b < a."""
     swap = a > b
-    return np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1.0 - y, y)
+    flipped = None if feature is None else np.where(swap, -feature, feature)
+    return np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1.0 - y, y), flipped
 
 
-def _outcomes(a: IntArray, b: IntArray, y: FloatArray, weights: FloatArray) -> _Outcomes:
-    """Count the distinct (pair, outcome) triples, as FastChat's preprocessing does."""
-    low, high, y_low = _fold(a, b, y)
-    keys = np.column_stack([low, high, y_low]).astype(np.float64)
+def _outcomes(
+    a: IntArray, b: IntArray, y: FloatArray, weights: FloatArray, feature: FloatArray | None = None
+) -> _Outcomes:
+    """Count the distinct outcomes, as FastChat's preprocessing does, keyed by pair (and feature)."""
+    low, high, y_low, f_low = _fold(a, b, y, feature)
+    columns = [low, high] if f_low is None else [low, high, f_low]
+    keys = np.column_stack([*columns, y_low]).astype(np.float64)
     distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
     count = np.bincount(inverse.ravel(), weights=weights, minlength=len(distinct)).astype(np.float64)
-    pair_change = np.ones(len(distinct), dtype=bool)
-    pair_change[1:] = np.any(distinct[1:, :2] != distinct[:-1, :2], axis=1)
-    starts = np.flatnonzero(pair_change)
+    width = len(columns)
+    key_change = np.ones(len(distinct), dtype=bool)
+    key_change[1:] = np.any(distinct[1:, :width] != distinct[:-1, :width], axis=1)
+    starts = np.flatnonzero(key_change)
     return _Outcomes(
-        y=distinct[:, 2].copy(),
+        y=distinct[:, width].copy(),
         count=count,
         starts=starts,
         low=distinct[starts, 0].astype(np.int64),
         high=distinct[starts, 1].astype(np.int64),
+        feature=None if f_low is None else distinct[starts, 2].copy(),
     )
 
 
@@ -300,6 +311,12 @@ def _ranking(
     )
 
 
+def _bootstrap(outcomes: _Outcomes, items: int, point: FloatArray, rounds: int, seed: int) -> FloatArray:
+    """rounds x params fits of multinomial resamples, batched and warm-started from `point`."""
+    counts = _resample(outcomes, rounds, seed)
+    return _newton_batch(outcomes.rows(counts), items, np.tile(point, (rounds, 1)))
+
+
 def rank_items(
     a: ArrayLike,
     b: ArrayLike,
@@ -324,6 +341,187 @@ def rank_items(
     if a_arr.size == 0:
         return _ranking(point, np.zeros((rounds, items)), a_arr, b_arr, y_arr, items)
     outcomes = _outcomes(a_arr, b_arr, y_arr, np.ones(a_arr.size))
-    counts = _resample(outcomes, rounds, seed)
-    boot = _newton_batch(outcomes.rows(counts), items, np.tile(point, (rounds, 1)))
+    boot = _bootstrap(outcomes, items, point, rounds, seed)
     return _ranking(point, boot, a_arr, b_arr, y_arr, items)
+
+
+def pair_priority(
+    a: ArrayLike,
+    b: ArrayLike,
+    y: ArrayLike,
+    items: int,
+    *,
+    ranking: Ranking | None = None,
+) -> FloatArray:
+    """items x items: how much one more vote on (i, j) would shrink the ranking's uncertainty.
+
+    Arena's active sampling (Chiang et al. 2024, eq. 9): a pair's weight is
+    sqrt(S / n) - sqrt(S / (n + 1)), S / n the variance of the pair's win-rate estimate after
+    its n votes. Here that variance is the bootstrap's, carried from the strengths'
+    covariance by the delta method: Var p_ij = (ln10 p (1 - p))^2 Var(xi_i - xi_j). So the
+    weight is sd_ij * (1 - sqrt(n / (n + 1))); a pair never compared gets its whole sd, and
+    an item without votes gets the prior's variance (1 / L2), so its pairs come first.
+    Sample pairs in proportion to it. 0 on the diagonal; `ranking` defaults to rank_items.
+    """
+    a_arr, b_arr, y_arr = _votes(a, b, y, items)
+    if ranking is None:
+        ranking = rank_items(a_arr, b_arr, y_arr, items)
+    if ranking.items != items:
+        raise ValueError("the ranking is of another number of items")
+    unknown = np.flatnonzero(ranking.battles == 0)
+    xi = np.where(ranking.battles == 0, 0.0, (ranking.score - OFFSET) / SCALE)
+    cov = np.array(ranking.cov, dtype=np.float64)
+    cov[unknown, :] = 0.0
+    cov[:, unknown] = 0.0
+    cov[unknown, unknown] = 1.0 / L2
+    variance = np.diag(cov)
+    diff_variance = np.maximum(variance[:, None] + variance[None, :] - 2.0 * cov, 0.0)
+    prob = _sigmoid(LN10 * (xi[:, None] - xi[None, :]))
+    sd = LN10 * prob * (1.0 - prob) * np.sqrt(diff_variance)
+    votes = np.zeros((items, items))
+    np.add.at(votes, (a_arr, b_arr), 1.0)
+    votes = votes + votes.T
+    priority = sd * (1.0 - np.sqrt(votes / (votes + 1.0)))
+    np.fill_diagonal(priority, 0.0)
+    return np.asarray(priority, dtype=np.float64)
+
+
+def _length_feature(len_a: ArrayLike, len_b: ArrayLike) -> FloatArray:
+    """(len_a - len_b) / (len_a + len_b + 1) per vote, rounded to 0.001 so that votes fold
+    into few distinct outcomes (the rounding moves the fit by nothing one could see)."""
+    long_a = np.asarray(len_a, dtype=np.float64).ravel()
+    long_b = np.asarray(len_b, dtype=np.float64).ravel()
+    if long_a.shape != long_b.shape or np.any(~np.isfinite(long_a + long_b)) or np.any(np.minimum(long_a, long_b) < 0):
+        raise ValueError("lengths must be one non-negative number per vote and side")
+    return np.asarray(np.round((long_a - long_b) / (long_a + long_b + 1.0), 3), dtype=np.float64)
+
+
+def length_controlled(
+    a: ArrayLike,
+    b: ArrayLike,
+    y: ArrayLike,
+    items: int,
+    len_a: ArrayLike,
+    len_b: ArrayLike,
+    *,
+    rounds: int = 1000,
+    seed: int = 0,
+) -> tuple[Ranking, float]:
+    """The ranking with the length preference taken out, and that preference beta.
+
+    Arena's style control with one feature: P(a beats b) = 1 / (1 + 10^-(xi_a - xi_b + beta f)),
+    f = (len_a - len_b) / (len_a + len_b + 1). The ranking is of xi (beta's part removed);
+    beta is in log10 odds, the advantage of a response that is all the length (f = 1).
+    1. L-BFGS-B on strengths and beta together; 2. the batched bootstrap, as rank_items.
+    """
+    if rounds < 2:
+        raise ValueError("rounds must be at least 2")
+    a_arr, b_arr, y_arr = _votes(a, b, y, items)
+    feature = _length_feature(len_a, len_b)
+    if feature.shape != a_arr.shape:
+        raise ValueError("lengths must be one number per vote")
+    if a_arr.size == 0:
+        return _ranking(np.zeros(items), np.zeros((rounds, items)), a_arr, b_arr, y_arr, items), 0.0
+    outcomes = _outcomes(a_arr, b_arr, y_arr, np.ones(a_arr.size), feature)
+    point = _minimize(outcomes.rows(outcomes.count), items, np.zeros(items + 1))
+    point[:items] -= point[:items].mean()
+    boot = _bootstrap(outcomes, items, point, rounds, seed)
+    return _ranking(point[:items], boot[:, :items], a_arr, b_arr, y_arr, items), float(point[items])
+
+
+NULL_DRAWS = 2000  # simulated voters per tested voter: p-values down to 1 / 2001
+
+
+def _outcome_class(y: FloatArray) -> IntArray:
+    """0, 1, 2 for a loss, a tie (or both bad) and a win of the pair's lower item."""
+    return np.asarray(np.clip(np.rint(2.0 * y), 0, 2), dtype=np.int64)
+
+
+def outlier_voters(
+    voter: ArrayLike,
+    a: ArrayLike,
+    b: ArrayLike,
+    y: ArrayLike,
+    *,
+    alpha: float = 0.05,
+    min_votes: int = 5,
+) -> NDArray[np.bool_]:
+    """Per distinct voter id (in sorted order): do their votes depart from everyone else's?
+
+    Arena's test (Chiang et al. 2024, §5.1, Fisher's variant): per vote, p = the share of the
+    other voters' outcomes on that pair that are no likelier than this vote's (1 when it sides
+    with the most common outcome); the voter's statistic is T = -2 sum log p.
+    1. The other voters' outcome shares per pair (this voter's own votes left out), smoothed
+       by a third of a vote per outcome so that a vote nobody else cast has p > 0.
+    2. T's null distribution by simulation: NULL_DRAWS voters who vote on the same pairs by
+       those shares (seeded, so the answer is the same each time).
+    3. Flag when the simulated p-value of T is below `alpha` and the voter cast `min_votes`
+       votes on pairs that others voted on too.
+    Why not the product of 1/(2p) that FastChat checks after each vote: with three outcomes
+    its expectation can exceed 1, so its false-flag rate is not bounded by alpha; and why not
+    Fisher's chi-square reference: it assumes continuous p-values, and with 2-3 outcomes per
+    pair it is so conservative that a voter at random scores below its mean. The simulated
+    null is exact for the outcomes' shares. alpha holds per voter, as in Arena.
+    """
+    voter_arr = np.asarray(voter).ravel()
+    a_arr, b_arr, y_arr = _votes(a, b, y, int(max(np.max(a, initial=0), np.max(b, initial=0))) + 1)
+    if voter_arr.shape != a_arr.shape:
+        raise ValueError("voter must be one id per vote")
+    voters, voter_index = np.unique(voter_arr, return_inverse=True)
+    flagged = np.zeros(len(voters), dtype=bool)
+    if a_arr.size == 0:
+        return flagged
+    low, high, y_low, _ = _fold(a_arr, b_arr, y_arr)
+    _, pair = np.unique(np.column_stack([low, high]), axis=0, return_inverse=True)
+    pair = pair.ravel()
+    outcome = _outcome_class(y_low)
+    pairs = int(pair.max()) + 1
+    everyone = np.zeros((pairs, 3))
+    np.add.at(everyone, (pair, outcome), 1.0)
+    rng = np.random.default_rng(0)
+    for index in range(len(voters)):
+        mine = voter_index == index
+        own = np.zeros((pairs, 3))
+        np.add.at(own, (pair[mine], outcome[mine]), 1.0)
+        others = (everyone - own)[pair[mine]]
+        informative = others.sum(axis=1) > 0
+        if informative.sum() < min_votes:
+            continue
+        shares = (others[informative] + 1.0 / 3.0) / (others[informative].sum(axis=1, keepdims=True) + 1.0)
+        # p of each possible outcome of each vote: the total share of outcomes no likelier.
+        p_of = np.sum(np.where(shares[:, None, :] <= shares[:, :, None], shares[:, None, :], 0.0), axis=2)
+        surprise = -2.0 * np.log(p_of)
+        votes = int(informative.sum())
+        observed = surprise[np.arange(votes), outcome[mine][informative]].sum()
+        draws = (rng.random((NULL_DRAWS, votes, 1)) > np.cumsum(shares, axis=1)[None, :, :2]).sum(axis=2)
+        null = surprise[np.arange(votes)[None, :], draws].sum(axis=1)
+        p_value = (1.0 + np.sum(null >= observed - 1e-9)) / (NULL_DRAWS + 1.0)
+        flagged[index] = p_value < alpha
+    return flagged
+
+
+def krippendorff_alpha(units: Sequence[Sequence[str]]) -> float:
+    """Krippendorff's alpha for nominal labels; each unit holds the labels one battle got.
+
+    alpha = 1 - D_o / D_e from the coincidence matrix (Krippendorff 2011): D_o the observed
+    share of disagreeing pairs of labels within units, D_e the share expected by chance.
+    Edge cases: units with fewer than two labels pair nothing and drop out; with no unit left
+    alpha is nan (nothing to measure); when every label left is the same (D_e = 0) alpha is
+    1.0 (agreement is total, though chance could not have disagreed either).
+    """
+    labelled = [list(unit) for unit in units if len(unit) >= 2]
+    if not labelled:
+        return math.nan
+    names = sorted({label for unit in labelled for label in unit})
+    code = {label: index for index, label in enumerate(names)}
+    coincidence = np.zeros((len(names), len(names)))
+    for unit in labelled:
+        counts = np.bincount([code[label] for label in unit], minlength=len(names)).astype(np.float64)
+        coincidence += (np.outer(counts, counts) - np.diag(counts)) / (len(unit) - 1)
+    marginal = coincidence.sum(axis=1)
+    total = marginal.sum()
+    observed = total - np.trace(coincidence)
+    expected = (total * total - float(marginal @ marginal)) / (total - 1.0)
+    if expected <= 0.0:
+        return 1.0
+    return float(1.0 - observed / expected)

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from controlplane.evals import stats
-from controlplane.evals.stats import OUTCOME_SCORE, fit_bt, rank_items
+from controlplane.evals.stats import (
+    OUTCOME_SCORE,
+    fit_bt,
+    krippendorff_alpha,
+    length_controlled,
+    outlier_voters,
+    pair_priority,
+    rank_items,
+)
 
 
 def simulate(
@@ -127,3 +135,143 @@ def test_rank_rule_on_a_hand_made_case() -> None:
     low = np.array([1100.0, 1000.0, 990.0, 900.0])
     high = np.array([1200.0, 1050.0, 1020.0, 995.0])
     assert stats._ranks(low, high).tolist() == [1, 2, 2, 3]
+
+
+def test_pair_priority_prefers_pairs_with_fewer_votes_and_unseen_items() -> None:
+    # Items 0-2 met often, item 3 never: its pairs come first; among the rest, the pair with
+    # the fewest votes.
+    rng = np.random.default_rng(6)
+    a = np.array([0] * 200 + [1] * 200 + [0] * 20)
+    b = np.array([1] * 200 + [2] * 200 + [2] * 20)
+    y = (rng.random(len(a)) < 0.5).astype(float)
+    priority = pair_priority(a, b, y, 4)
+    assert priority.shape == (4, 4)
+    assert np.allclose(priority, priority.T)
+    assert np.all(np.diag(priority) == 0.0)
+    assert priority[0, 3] > priority[0, 2] > max(priority[0, 1], priority[1, 2])
+    assert priority[1, 3] > priority[0, 2]
+
+
+def test_pair_priority_follows_eq_9() -> None:
+    rng = np.random.default_rng(7)
+    xi = np.array([-0.2, 0.0, 0.2])
+    a, b, y = simulate(xi, 600, rng)
+    ranking = rank_items(a, b, y, 3)
+    priority = pair_priority(a, b, y, 3, ranking=ranking)
+    strength = (ranking.score - 1000.0) / 400.0
+    cov = ranking.cov
+    n = np.sum((a == 0) & (b == 1)) + np.sum((a == 1) & (b == 0))
+    p = 1.0 / (1.0 + 10.0 ** -(strength[0] - strength[1]))
+    sd = np.log(10.0) * p * (1 - p) * np.sqrt(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1])
+    # sqrt(S / n) - sqrt(S / (n + 1)) with S / n = sd^2
+    assert priority[0, 1] == pytest.approx(sd - np.sqrt(sd**2 * n / (n + 1)), rel=1e-9)
+
+
+def test_length_controlled_takes_the_length_preference_out() -> None:
+    # Equal items, voters who favour the longer answer: plain BT ranks by how often an item
+    # wrote long, the length-controlled fit sees them level and finds beta.
+    rng = np.random.default_rng(8)
+    votes = 3000
+    a = rng.integers(0, 3, votes)
+    b = (a + rng.integers(1, 3, votes)) % 3
+    typical = np.array([100.0, 200.0, 400.0])
+    len_a = typical[a] * rng.uniform(0.5, 1.5, votes)
+    len_b = typical[b] * rng.uniform(0.5, 1.5, votes)
+    f = (len_a - len_b) / (len_a + len_b + 1)
+    y = (rng.random(votes) < 1.0 / (1.0 + 10.0 ** -(0.5 * f))).astype(float)
+    plain = rank_items(a, b, y, 3, rounds=200)
+    controlled, beta = length_controlled(a, b, y, 3, len_a, len_b, rounds=200)
+    assert plain.rank.tolist() == [3, 2, 1]
+    assert beta == pytest.approx(0.5, abs=0.2)  # its standard error here is about 0.08
+    assert plain.score[2] - plain.score[0] > 60.0
+    assert np.all(np.abs(controlled.score - 1000.0) < 30.0)
+    assert controlled.rank.tolist() == [1, 1, 1]
+
+
+def test_length_controlled_needs_a_length_per_vote() -> None:
+    with pytest.raises(ValueError):
+        length_controlled([0, 1], [1, 0], [1.0, 0.0], 2, [10, 20], [5])
+    with pytest.raises(ValueError):
+        length_controlled([0], [1], [1.0], 2, [-1], [5])
+
+
+def outlier_votes(
+    rng: np.random.Generator, voters: int, per_voter: int, *, noisy: float
+) -> tuple[list[str], list[int], list[int], list[float]]:
+    """Votes on 6 items in a clear order: voter 0 at random, the others for the stronger
+    item but for a share `noisy` of their votes, which goes the other way."""
+    voter: list[str] = []
+    a: list[int] = []
+    b: list[int] = []
+    y: list[float] = []
+    for who in range(voters):
+        for _ in range(per_voter):
+            i, j = rng.choice(6, 2, replace=False)
+            right = float(i > j)
+            if who == 0:
+                vote = float(rng.random() < 0.5)
+            else:
+                vote = right if rng.random() >= noisy else 1.0 - right
+            voter.append(f"voter-{who:02d}")
+            a.append(int(i))
+            b.append(int(j))
+            y.append(vote)
+    return voter, a, b, y
+
+
+def test_outlier_test_flags_a_random_voter_among_consistent_ones() -> None:
+    voter, a, b, y = outlier_votes(np.random.default_rng(9), 15, 30, noisy=0.0)
+    flagged = outlier_voters(voter, a, b, y)
+    assert flagged.tolist() == [True] + [False] * 14
+
+
+def test_outlier_test_flags_few_honest_but_noisy_voters() -> None:
+    """Voters who all follow the same model, 15 % of votes against the order: about alpha of
+    them are flagged (the test holds alpha per voter), and the random voter is."""
+    voter, a, b, y = outlier_votes(np.random.default_rng(10), 120, 30, noisy=0.15)
+    flagged = outlier_voters(voter, a, b, y, alpha=0.05)
+    assert flagged[0]
+    assert flagged[1:].mean() <= 0.10
+
+
+def test_outlier_test_skips_voters_with_few_votes() -> None:
+    voter, a, b, y = outlier_votes(np.random.default_rng(11), 10, 30, noisy=0.0)
+    assert not outlier_voters(voter[:4] + voter[30:], a[:4] + a[30:], b[:4] + b[30:], y[:4] + y[30:])[0]
+
+
+def test_krippendorff_alpha_on_krippendorffs_example() -> None:
+    """Krippendorff (2011), "Computing Krippendorff's alpha-reliability": 4 observers, 12 units,
+    nominal alpha = 0.743 (unit 12, one label, pairs nothing)."""
+    rows = [
+        "1 2 3 3 2 1 4 1 2 . . .",
+        "1 2 3 3 2 2 4 1 2 5 . 3",
+        ". 3 3 3 2 3 4 2 2 5 1 .",
+        "1 2 3 3 2 4 4 1 2 5 1 .",
+    ]
+    table = [row.split() for row in rows]
+    units = [[row[unit] for row in table if row[unit] != "."] for unit in range(12)]
+    assert krippendorff_alpha(units) == pytest.approx(0.743, abs=5e-4)
+
+
+def test_krippendorff_alpha_on_planted_agreement() -> None:
+    rng = np.random.default_rng(12)
+    labels = np.array(["a", "b", "tie", "both_bad"])
+
+    def units(reliable: float) -> list[list[str]]:
+        # Each of 3 voters gives the battle's true label with this chance, else one at random;
+        # then alpha = reliable^2 in expectation.
+        out = []
+        for truth in rng.integers(0, 4, 3000):
+            out.append([labels[truth] if rng.random() < reliable else labels[rng.integers(0, 4)] for _ in range(3)])
+        return out
+
+    assert krippendorff_alpha(units(1.0)) == 1.0
+    assert abs(krippendorff_alpha(units(0.0))) < 0.03
+    assert krippendorff_alpha(units(0.8)) == pytest.approx(0.64, abs=0.03)
+
+
+def test_krippendorff_alpha_edge_cases() -> None:
+    assert np.isnan(krippendorff_alpha([]))
+    assert np.isnan(krippendorff_alpha([["a"], ["b"]]))  # one label per unit pairs nothing
+    assert krippendorff_alpha([["a", "a"], ["a", "a", "a"], ["b"]]) == 1.0  # all pairable agree
+    assert krippendorff_alpha([["a", "b"], ["a", "b"]]) < 0.0  # worse than chance
