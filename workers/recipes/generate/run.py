@@ -3,10 +3,10 @@
 Candidates are generated one after the other, each by its own Ray actor (generator.py), killed
 before the next one starts so that one model at a time is in memory. Responses are posted in
 batches of at most 500 (workers/report/generations.py), and every post is one metric step:
-``generate/done`` (responses stored so far), ``generate/total``, ``generate/tokens_per_s`` and
-``generate/candidate`` (index of the candidate being generated). A candidate's prompts are
-sampled in batches of ``prompts_per_batch``, each with a seed derived from the run's seed and
-the batch's index, so the same config gives the same responses on CPU.
+``generate/done`` (responses stored so far), ``generate/total``, ``generate/tokens_per_s`` (per
+second of generating, model loading left out) and ``generate/candidate`` (the candidate's
+index). A candidate's prompts are sampled in batches of ``prompts_per_batch``, each with a seed
+derived from the run's seed and the batch's index: the same config, the same responses on CPU.
 """
 
 from __future__ import annotations
@@ -43,10 +43,14 @@ class Outbox:
         self.done = 0
         self.step = 0
         self.pending: list[dict[str, Any]] = []
-        self._since = time.perf_counter()
+        # Generated since the last post: tokens, and seconds spent generating them (not loading).
+        self._tokens = 0
+        self._seconds = 0.0
 
-    def add(self, candidate: int, key: str, responses: Sequence[Response]) -> None:
-        """Queue ``responses`` of candidate ``key``; post every full batch."""
+    def add(self, candidate: int, key: str, responses: Sequence[Response], seconds: float) -> None:
+        """Queue ``responses`` of candidate ``key``, generated in ``seconds``; post every full batch."""
+        self._tokens += sum(r.tokens for r in responses)
+        self._seconds += seconds
         self.pending.extend(
             {"candidate": key, "prompt": r.prompt, "sample": r.sample, "text": r.text, "tokens": r.tokens}
             for r in responses
@@ -63,15 +67,14 @@ class Outbox:
 
     def _post(self, candidate: int, rows: list[dict[str, Any]]) -> None:
         post_generations(self.ctx.api, self.ctx.run_id, rows)
-        now = time.perf_counter()
-        seconds, self._since = now - self._since, now
         self.done += len(rows)
-        tokens = sum(int(row["tokens"]) for row in rows)
+        rate = self._tokens / self._seconds if self._seconds > 0 else 0.0
+        self._tokens, self._seconds = 0, 0.0
         self.ctx.reporter.log(
             {
                 "generate/done": self.done,
                 "generate/total": self.total,
-                "generate/tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
+                "generate/tokens_per_s": rate,
                 "generate/candidate": candidate,
             },
             self.step,
@@ -95,7 +98,9 @@ def generate_all(config: GenerateConfig, ctx: RunContext, spawn: Callable[[Candi
                     temperature=config.temperature,
                     seed=derive_seed(config.seed, "generate", chunk_index),
                 )
-                outbox.add(index, candidate.key, source.generate(chunk, sampling))
+                begun = time.perf_counter()
+                responses = source.generate(chunk, sampling)
+                outbox.add(index, candidate.key, responses, time.perf_counter() - begun)
             outbox.flush(index)
         finally:
             source.close()
