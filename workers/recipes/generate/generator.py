@@ -120,7 +120,8 @@ class Generator:
             Response(
                 prompt=prompt_id,
                 sample=sample,
-                text=self.tokenizer.decode(generation.response_ids, skip_special_tokens=True),
+                # PostgreSQL cannot store NUL, and the API refuses a text that holds one.
+                text=self.tokenizer.decode(generation.response_ids, skip_special_tokens=True).replace("\x00", ""),
                 tokens=len(generation.response_ids),
             )
             for (prompt_id, _), group in zip(prompts, groups, strict=True)

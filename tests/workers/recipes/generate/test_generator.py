@@ -77,3 +77,10 @@ def test_the_engine_and_the_context_come_from_the_options_and_the_config() -> No
         n_positions = 1024
 
     assert context_length(Config()) == 1024 and context_length(object()) is None
+
+
+def test_a_nul_in_a_response_is_dropped(model_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = Generator(model_path=model_path, engine="torch", device="cpu", dtype="float32")
+    monkeypatch.setattr(plain.tokenizer, "decode", lambda ids, **options: "a\x00b")
+    assert {r.text for r in plain.generate(PROMPTS[:1], sampling(n=1))} == {"ab"}
+    plain.close()
