@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import torch
 
+from workers.engines import open_engine
 from workers.engines.base import Generation, SamplingSpec, pad_token_id
 from workers.models.tiny import materialise
 from workers.recipes.grpo import algo
@@ -94,16 +95,9 @@ class RolloutWorker:
     ) -> None:
         _setup_process(threads)
         model_path = materialise(model_path, tiny)
-        if engine == "vllm":
-            from workers.engines.vllm_engine import VLLMEngine
-
-            self.engine: Any = VLLMEngine(
-                model_path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization, seed=seed
-            )
-        else:
-            from workers.engines.torch_engine import TorchEngine
-
-            self.engine = TorchEngine(model_path, dtype=dtype, device=device)
+        self.engine: Any = open_engine(
+            engine, model_path, dtype=dtype, device=device, gpu_memory_utilization=gpu_memory_utilization, seed=seed
+        )
 
     def generate(self, prompts: list[list[int]], prompt_ids: list[str], sampling: SamplingSpec) -> RolloutChunk:
         started = time.perf_counter()
