@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from controlplane.api import ApiError, ErrorSerializer, Pagination, int_schema, query_int
 from controlplane.auth.access import accessible_run
 from controlplane.evals import battles, services
-from controlplane.evals.models import Candidate, Eval, EvalStatus, Generation, Serving, Vote
+from controlplane.evals.models import Candidate, Eval, EvalSet, EvalStatus, Generation, Serving, Vote
 from controlplane.evals.ranking import eval_ranking
 from controlplane.evals.selectors import (
     battles_visible_to,
@@ -139,7 +139,7 @@ class EvalSetListView(APIView):
         return Response(EvalSetDetailSerializer(eval_set).data, status=status.HTTP_201_CREATED)
 
 
-def _eval_set(request: Request, set_id: int) -> Any:
+def _eval_set(request: Request, set_id: int) -> EvalSet:
     eval_set = eval_sets_visible_to(request.user).filter(id=set_id).first()
     if eval_set is None:
         raise ApiError(f"Eval set {set_id} not found.", code="not_found", status_code=404)
@@ -178,10 +178,9 @@ class EvalListView(APIView):
         evals = evals_visible_to(request.user).order_by("-created_at", "-id")
         if (project := query_int(request, "project", lo=0, hi=MAX_BIGINT)) is not None:
             evals = evals.filter(project_id=project)
+        services.evals_settle(list(evals.filter(status=EvalStatus.GENERATING).values_list("id", flat=True)))
         paginator = Pagination()
-        page: list[Eval] = paginator.paginate_queryset(evals, request, self) or []
-        services.evals_settle([e.id for e in page if e.status == EvalStatus.GENERATING])
-        page = list(evals_visible_to(request.user).filter(id__in=[e.id for e in page]).order_by("-created_at", "-id"))
+        page = paginator.paginate_queryset(evals, request, self)
         return paginator.get_paginated_response(EvalSerializer(page, many=True).data)
 
     @extend_schema(
