@@ -80,7 +80,7 @@ def eval_set_create(
 
 
 def _checkpoint_candidates(team_id: int, ids: list[int]) -> list[dict[str, Any]]:
-    """Checkpoints of the team's runs as candidates; a 400 names each id that is not one."""
+    """Checkpoints of the team's runs as candidates; a 404 names each id that is not one."""
     found = {
         c.id: c for c in Checkpoint.objects.filter(id__in=ids, run__project__team_id=team_id).select_related("run")
     }
@@ -88,7 +88,7 @@ def _checkpoint_candidates(team_id: int, ids: list[int]) -> list[dict[str, Any]]
         f"checkpoints[{i}]": [f"no checkpoint {cid} in this team"] for i, cid in enumerate(ids) if cid not in found
     }
     if fields:
-        raise _invalid(fields)
+        raise ApiError(summarize(fields), code="not_found", status_code=404, fields=fields)
     return [
         {
             "checkpoint": found[cid],
@@ -139,7 +139,12 @@ def eval_create(
     _require_member(user, proj.team_id, "create evals")
     eval_set = EvalSet.objects.filter(id=eval_set_id, team_id=proj.team_id).first()
     if eval_set is None:
-        raise _invalid({"eval_set": [f"no eval set {eval_set_id} in team {proj.team.slug}"]})
+        raise ApiError(
+            f"No eval set {eval_set_id} in team {proj.team.slug}.",
+            code="not_found",
+            status_code=404,
+            fields={"eval_set": ["not found"]},
+        )
     prompts = list(EvalPrompt.objects.filter(eval_set=eval_set).order_by("position"))
     if not prompts:
         raise _invalid({"eval_set": ["the eval set has no prompts; import some first"]})

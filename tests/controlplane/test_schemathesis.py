@@ -57,7 +57,21 @@ schema = schemathesis.openapi.from_asgi(
                             "expected-statuses": [*POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES, 400]
                         }
                     },
-                }
+                },
+                # The same for the evals: an eval's 2 to 64 candidates are counted across two lists
+                # (with labels that differ) and an eval set's prompts are JSON Lines inside a string.
+                *(
+                    {
+                        "include-path": path,
+                        "include-method": "POST",
+                        "checks": {
+                            "positive_data_acceptance": {
+                                "expected-statuses": [*POSITIVE_DATA_ACCEPTANCE_EXPECTED_STATUSES, 400]
+                            }
+                        },
+                    }
+                    for path in ("/api/v1/evals", "/api/v1/eval-sets", "/api/v1/eval-sets/{set_id}/import")
+                ),
             ],
         }
     ),

@@ -83,7 +83,7 @@ def test_creating_an_eval_submits_a_generate_run_with_random_keys(owner: Persona
 
 
 def test_an_eval_needs_two_candidates_distinct_labels_and_the_team_s_checkpoints(
-    owner: Persona, project: Project, outsider: Persona
+    owner: Persona, project: Project
 ) -> None:
     eval_set = eval_set_create(owner.client)
     one = [{"uri": "/m/a", "label": "A"}]
@@ -103,7 +103,9 @@ def test_an_eval_needs_two_candidates_distinct_labels_and_the_team_s_checkpoints
         "/api/v1/evals",
         {"project": project.id, "name": "e", "eval_set": eval_set["id"], "checkpoints": [999999], "external": one},
     )
-    assert response.status_code == 400 and "checkpoints[0]" in response.json()["fields"]
+    assert response.status_code == 404 and "checkpoints[0]" in response.json()["fields"]
+    response = post(owner.client, "/api/v1/evals", {"project": project.id, "name": "e", "eval_set": 10**9})
+    assert response.status_code == 404 and "eval_set" in response.json()["fields"]
     assert not Eval.objects.exists() and not Run.objects.filter(recipe="generate").exists()
 
 
