@@ -192,6 +192,16 @@ def test_the_eval_fails_with_the_run_s_reason(owner: Persona, project: Project) 
     assert owner.client.get("/api/v1/evals").json()["results"][0]["status"] == "FAILED"
 
 
+def test_a_cancelled_run_fails_its_eval_too(owner: Persona, project: Project) -> None:
+    eval_set = eval_set_create(owner.client)
+    body = eval_create(owner.client, project, eval_set["id"])
+    attempt = Run.objects.get(id=body["generation_run"]).attempts.get()
+    transition(attempt.id, [RunStatus.QUEUED], RunStatus.CANCELLED, reason="cancelled before dispatch")
+    assert evals_settle_task() == 1 and evals_settle_task() == 0  # once only
+    evaluation = Eval.objects.get(id=body["id"])
+    assert evaluation.status == EvalStatus.FAILED and "CANCELLED" in evaluation.failure_reason
+
+
 def test_generations_are_listed_only_once_the_eval_is_closed(owner: Persona, opened: OpenEval) -> None:
     path = f"/api/v1/evals/{opened.eval.id}/generations"
     assert owner.client.get(path).status_code == 409

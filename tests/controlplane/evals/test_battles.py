@@ -11,6 +11,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from controlplane.evals import stats
+from controlplane.evals.battles import choice_stored
 from controlplane.evals.models import Battle, Serving, Vote
 from controlplane.teams.models import Project
 from tests.conftest import Persona
@@ -151,3 +152,8 @@ def test_concurrent_votes_of_one_voter_count_once(owner: Persona, project: Proje
         thread.join()
     assert sorted(statuses) == [201] + [409] * 5
     assert Vote.objects.filter(battle_id=battle).count() == 1
+
+
+def test_a_swapped_vote_swaps_only_a_and_b() -> None:
+    assert [choice_stored(c, swapped=True) for c in ("a", "b", "tie", "both_bad")] == ["b", "a", "tie", "both_bad"]
+    assert [choice_stored(c, swapped=False) for c in ("a", "b", "tie", "both_bad")] == ["a", "b", "tie", "both_bad"]
