@@ -91,7 +91,7 @@ def speed(items: int, votes: int, rounds: int, repeats: int) -> None:
 
         started = time.perf_counter()
         point = stats.fit_bt(a, b, y, items)
-        counts = stats._resample(outcomes, rounds, repeat)
+        counts = stats._resample(outcomes, rounds, np.random.default_rng(repeat))
         fitted = time.perf_counter()
         boot = naive_bootstrap(outcomes, items, point, counts)
         naive = stats._ranking(point, boot, a, b, y, items)

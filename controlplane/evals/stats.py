@@ -30,6 +30,7 @@ TIE_BREAK = 1e-3
 # Batched Newton stops after a full step below this (log10 strength): its convergence is
 # quadratic, the error left is about the step squared (1e-6, 4e-4 Arena points).
 LAST_STEP = 1e-3
+CHUNK = 2_000_000  # resample x outcome cells fitted at once: each batch array stays near 16 MB
 OFFSET = 1000.0
 
 FloatArray = NDArray[np.float64]
@@ -305,10 +306,9 @@ def _ranks(ci_low: FloatArray, ci_high: FloatArray) -> IntArray:
     return np.asarray(1 + above.sum(axis=1), dtype=np.int64)
 
 
-def _resample(outcomes: _Outcomes, rounds: int, seed: int) -> FloatArray:
+def _resample(outcomes: _Outcomes, rounds: int, rng: np.random.Generator) -> FloatArray:
     """rounds x K multinomial resamples of the distinct outcomes' counts (FastChat's bootstrap)."""
     total = round(float(outcomes.count.sum()))
-    rng = np.random.default_rng(seed)
     draws = rng.multinomial(total, outcomes.count / outcomes.count.sum(), size=rounds)
     return np.asarray(draws, dtype=np.float64)
 
@@ -342,9 +342,16 @@ def _ranking(
 
 
 def _bootstrap(outcomes: _Outcomes, items: int, point: FloatArray, rounds: int, seed: int) -> FloatArray:
-    """rounds x params fits of multinomial resamples, batched and warm-started from `point`."""
-    counts = _resample(outcomes, rounds, seed)
-    return _newton_batch(outcomes.rows(counts), items, np.tile(point, (rounds, 1)))
+    """rounds x params fits of multinomial resamples, batched and warm-started from `point`,
+    in chunks of at most CHUNK resample x outcome cells (a length-controlled fit has about one
+    outcome per vote)."""
+    rng = np.random.default_rng(seed)
+    chunk = max(1, CHUNK // len(outcomes.y))
+    fits = []
+    for start in range(0, rounds, chunk):
+        counts = _resample(outcomes, min(chunk, rounds - start), rng)
+        fits.append(_newton_batch(outcomes.rows(counts), items, np.tile(point, (len(counts), 1))))
+    return np.concatenate(fits)
 
 
 def rank_items(

@@ -84,7 +84,7 @@ def test_batched_bootstrap_fits_match_one_scipy_fit_per_resample() -> None:
     a, b, y = simulate(xi, 1500, rng, tie=0.1)
     point = fit_bt(a, b, y, 6)
     outcomes = stats._outcomes(a, b, y, np.ones(len(a)))
-    counts = stats._resample(outcomes, 5, seed=3)
+    counts = stats._resample(outcomes, 5, np.random.default_rng(3))
     batch = stats._newton_batch(outcomes.rows(counts), 6, np.tile(point, (5, 1)))
     for row, count in zip(batch, counts, strict=True):
         single = stats._minimize(outcomes.rows(count), 6, point.copy())
