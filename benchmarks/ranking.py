@@ -1,7 +1,7 @@
 """The eval ranking's statistics, timed and simulated (no stack, no database):
 
     .venv/bin/python -m benchmarks.ranking [--items 50] [--votes 20000] [--rounds 1000] [--repeats 3]
-        [--sampling-items 10] [--width 100] [--seeds 5]
+        [--sampling-items 10] [--width 100] [--seeds 9]
 
 1. Speed: a bootstrap ranking of `--items` items from `--votes` simulated votes (planted
    strengths, 10 % ties) with `--rounds` resamples, side by side in one run: the batched fit
@@ -64,10 +64,16 @@ def naive_bootstrap(outcomes: stats._Outcomes, items: int, point: np.ndarray, co
 
 def arena_eq9(a: np.ndarray, b: np.ndarray, items: int, ranking: stats.Ranking) -> np.ndarray:
     """Arena's eq. 9 as written: sqrt(S/n) - sqrt(S/(n+1)), S/n the pair's win-rate variance
-    (here the bootstrap's, by the delta method); a pair never compared gets its whole sd."""
-    xi = (ranking.score - stats.OFFSET) / stats.SCALE
-    variance = np.diag(ranking.cov)
-    diff_variance = np.maximum(variance[:, None] + variance[None, :] - 2.0 * ranking.cov, 0.0)
+    (here the bootstrap's, by the delta method); a pair never compared gets its whole sd, and
+    an item without votes the prior's variance, as in pair_priority."""
+    unknown = np.flatnonzero(ranking.battles == 0)
+    xi = np.where(ranking.battles == 0, 0.0, (ranking.score - stats.OFFSET) / stats.SCALE)
+    cov = np.array(ranking.cov)
+    cov[unknown, :] = 0.0
+    cov[:, unknown] = 0.0
+    cov[unknown, unknown] = 1.0 / stats.L2
+    variance = np.diag(cov)
+    diff_variance = np.maximum(variance[:, None] + variance[None, :] - 2.0 * cov, 0.0)
     p = 1.0 / (1.0 + 10.0 ** -(xi[:, None] - xi[None, :]))
     sd = stats.LN10 * p * (1.0 - p) * np.sqrt(diff_variance)
     votes = np.zeros((items, items))
@@ -165,7 +171,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sampling-items", type=int, default=10)
     parser.add_argument("--width", type=float, default=100.0)
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=9)
     parser.add_argument("--sampling-rounds", type=int, default=200, help="resamples per ranking in part 2")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-sampling", action="store_true")

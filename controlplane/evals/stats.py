@@ -24,14 +24,14 @@ from scipy.optimize import minimize
 OUTCOME_SCORE = {"a": 1.0, "b": 0.0, "tie": 0.5, "both_bad": 0.5}  # score of side a
 
 LN10 = math.log(10.0)
-L2 = 1e-2
-SCALE = 400.0
-TIE_BREAK = 1e-3
+SCALE = 400.0  # Arena's scale: score = OFFSET + SCALE * xi
+OFFSET = 1000.0
+L2 = 1e-2  # the fit's penalty (module docstring)
 # Batched Newton stops after a full step below this (log10 strength): its convergence is
 # quadratic, the error left is about the step squared (1e-6, 4e-4 Arena points).
 LAST_STEP = 1e-3
 CHUNK = 2_000_000  # resample x outcome cells fitted at once: each batch array stays near 16 MB
-OFFSET = 1000.0
+TIE_BREAK = 1e-3  # pair_priority's share of the mean shrinkage
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -71,7 +71,7 @@ class _Rows:
 class _Outcomes:
     """Distinct outcomes (low, high[, feature], y) with their counts, sorted so that the
     outcomes of one row key (low, high[, feature]) are contiguous; `starts` opens each key's
-    run (for np.add.reduceat); `low`, `high` and `feature` are per key."""
+    run; `low`, `high` and `feature` are per key."""
 
     y: FloatArray
     count: FloatArray
@@ -368,7 +368,8 @@ def rank_items(
 
     1. fit_bt on the votes (warm-started from `init`).
     2. Multinomial resamples of the distinct outcomes' counts, rounds x K.
-    3. One batched Newton fit of every resample (_newton_batch), started at the point fit.
+    3. Batched Newton fits of every resample (_newton_batch, CHUNK cells at a time), started
+       at the point fit.
     4. Percentile intervals, ranks, battles, win rates and the bootstrap covariance.
     """
     if rounds < 2:
