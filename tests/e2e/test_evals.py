@@ -1,6 +1,6 @@
 """An eval end to end on the shared stack: two tiny models saved to disk as outside candidates,
-the `generate` run on Ray posting their responses, the eval opening when the run succeeds, and a
-blind battle voted and revealed."""
+the `generate` run on Ray posting their responses, the eval opening when the run succeeds, a blind
+battle voted and revealed, and, once the eval is closed, every response listed with its model."""
 
 from __future__ import annotations
 
@@ -101,3 +101,11 @@ def test_an_eval_over_two_models_generates_opens_and_takes_a_blind_vote(live: Li
 
         ranking = c.get(f"/api/v1/evals/{evaluation['id']}/ranking").json()
         assert {row["label"] for row in ranking["rows"]} == labels and ranking["votes"] == 1
+
+        # Closed, every response is listed with its candidate: what the run posted, all of it.
+        closed = c.post(f"/api/v1/evals/{evaluation['id']}/close")
+        assert closed.status_code == 200 and closed.json()["status"] == "CLOSED", closed.text
+        listed = c.get(f"/api/v1/evals/{evaluation['id']}/generations", params={"limit": 100}).json()["results"]
+        assert len(listed) == 2 * len(PROMPTS) * 2
+        assert {(g["candidate"], g["sample"]) for g in listed} == {(label, s) for label in labels for s in (0, 1)}
+        assert {battle["a"], battle["b"]} <= {g["text"] for g in listed}

@@ -1,7 +1,7 @@
 """Posting generations: batches of at most 500, retries on transient failures, a clear error otherwise.
 
-The endpoint (POST /runs/{id}/generations) is the evals app's; these tests hold the client to the
-request contract B describes, against a local server that records what it was sent.
+Most tests hold the client to contract B's request against a local server that records what it
+was sent; the last one posts through a real control plane (pytest-django's live server).
 """
 
 from __future__ import annotations
@@ -14,6 +14,11 @@ from typing import Any
 
 import pytest
 
+from controlplane.evals.models import Eval, Generation
+from controlplane.runs.models import Run
+from controlplane.teams.models import Project
+from tests.conftest import Persona, run_token_for
+from tests.controlplane.evals.conftest import eval_create, eval_set_create, run_succeed
 from workers.report.client import ApiClient
 from workers.report.generations import MAX_PER_POST, GenerationPostError, batches, post_generations
 
@@ -124,3 +129,29 @@ def test_a_server_that_stays_down_fails_at_the_deadline(server: RecordingServer)
     with pytest.raises(GenerationPostError, match="did not answer in time"):
         post_generations(client_of(server), "42", rows(2), deadline_s=0.3)
     assert len(server.requests) >= 2
+
+
+def test_generations_reach_a_real_control_plane(live_url: str, owner: Persona, project: Project) -> None:
+    created = eval_create(owner.client, project, eval_set_create(owner.client)["id"], samples_per_prompt=2)
+    evaluation = Eval.objects.get(id=created["id"])
+    run = Run.objects.get(id=created["generation_run"])
+    sent = [
+        {"candidate": candidate.key, "prompt": prompt.id, "sample": sample, "text": f"p{prompt.id}", "tokens": 1}
+        for candidate in evaluation.candidates.all()
+        for prompt in evaluation.eval_set.prompts.all()
+        for sample in range(2)
+    ]
+    job = ApiClient(live_url, run_token_for(run), backoff_base_s=0.01, max_backoff_s=0.02)
+    assert post_generations(job, str(run.id), sent) == len(sent) == 18
+    retried = [{**row, "text": "again"} for row in sent[:3]]
+    assert post_generations(job, str(run.id), retried) == 3  # a retry overwrites
+    assert Generation.objects.filter(eval=evaluation).count() == 18
+    assert Generation.objects.filter(eval=evaluation, text="again").count() == 3
+
+    member = ApiClient(live_url, owner.token)
+    with pytest.raises(GenerationPostError, match=r"run token or the API address was refused.*HTTP 403"):
+        post_generations(member, str(run.id), sent[:1])
+    run_succeed(run)
+    assert owner.client.get(f"/api/v1/evals/{evaluation.id}").json()["status"] == "OPEN"
+    with pytest.raises(GenerationPostError, match=r"takes no more generations.*HTTP 409.*is OPEN"):
+        post_generations(job, str(run.id), sent[:1])
