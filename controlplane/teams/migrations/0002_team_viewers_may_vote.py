@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('teams', '0001_initial'),
+        ("teams", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='team',
-            name='viewers_may_vote',
+            model_name="team",
+            name="viewers_may_vote",
             field=models.BooleanField(default=False),
         ),
     ]
