@@ -358,6 +358,9 @@ class DeliveryLoop:
             result = deliver(chunk.points, self._post)
             self._account(result, replay=not chunk.fresh)
             if result.gone:
+                # deliver() counted this chunk as dropped: acked, so the discard below counts
+                # only what came after it (each point once).
+                self.spool.ack(chunk.end_offset)
                 break
             if result.undelivered:
                 return  # stays in the spool; the backoff is set by _account
