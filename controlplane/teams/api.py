@@ -27,6 +27,7 @@ from controlplane.teams.serializers import (
     SessionSerializer,
     TeamCreateSerializer,
     TeamSerializer,
+    TeamUpdateSerializer,
     TokenCreatedSerializer,
     TokenCreateSerializer,
     TokenSerializer,
@@ -130,6 +131,24 @@ class TeamListView(APIView):
         team = services.team_create(user=request.user, **data.validated_data)
         team = _teams_with_my_membership(request.user).get(id=team.id)
         return Response(TeamSerializer(team, context={"request": request}).data, status=status.HTTP_201_CREATED)
+
+
+class TeamDetailView(APIView):
+    @extend_schema(responses=TeamSerializer, summary="A team")
+    def get(self, request: Request, team_id: int) -> Response:
+        team = get_object_or_404(_teams_with_my_membership(request.user), id=team_id)
+        return Response(TeamSerializer(team, context={"request": request}).data)
+
+    @extend_schema(
+        request=TeamUpdateSerializer, responses={200: TeamSerializer, 403: ErrorSerializer}, summary="Change a team"
+    )
+    def patch(self, request: Request, team_id: int) -> Response:
+        team = get_object_or_404(selectors.teams_visible_to(request.user), id=team_id)
+        data = TeamUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.team_update(actor=request.user, team=team, **data.validated_data)
+        team = _teams_with_my_membership(request.user).get(id=team.id)
+        return Response(TeamSerializer(team, context={"request": request}).data)
 
 
 class MemberListView(APIView):

@@ -22,7 +22,7 @@ class TeamSerializer(serializers.ModelSerializer[Team]):
 
     class Meta:
         model = Team
-        fields = ["id", "slug", "name", "role", "created_at"]
+        fields = ["id", "slug", "name", "role", "viewers_may_vote", "created_at"]
 
     def get_role(self, team: Team) -> str | None:
         user = self.context["request"].user
@@ -34,6 +34,13 @@ class TeamCreateSerializer(InputSerializer):
     name = serializers.CharField(max_length=max_length(Team, "name"))
     slug = serializers.SlugField(
         max_length=max_length(Team, "slug"), required=False, allow_blank=True, help_text="Default: made from the name."
+    )
+
+
+class TeamUpdateSerializer(InputSerializer):
+    name = serializers.CharField(max_length=max_length(Team, "name"), required=False)
+    viewers_may_vote = serializers.BooleanField(
+        required=False, help_text="Whether the team's viewers vote in its evals' blind battles."
     )
 
 

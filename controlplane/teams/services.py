@@ -47,6 +47,19 @@ def team_create(*, user: Any, name: str, slug: str = "") -> Team:
 
 
 @transaction.atomic
+def team_update(*, actor: Any, team: Team, name: str | None = None, viewers_may_vote: bool | None = None) -> Team:
+    """Rename the team or set whether its viewers vote in evals; team admins only."""
+    if not team_role_at_least(actor, team.id, Role.ADMIN):
+        raise ApiError("Only team admins can change the team.", code="permission_denied", status_code=403)
+    if name is not None:
+        team.name = name
+    if viewers_may_vote is not None:
+        team.viewers_may_vote = viewers_may_vote
+    team.save(update_fields=["name", "viewers_may_vote"])
+    return team
+
+
+@transaction.atomic
 def membership_set(*, actor: Any, team: Team, username: str, role: Role) -> Membership:
     """Add `username` to the team or change their role; team admins only."""
     if not team_role_at_least(actor, team.id, Role.ADMIN):

@@ -158,6 +158,11 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("api/v1/tokens/<id:token_id>", "DELETE"): Call(OWNER_ONLY, (204,), "/api/v1/tokens/{token}", fresh=True),
     ("api/v1/teams", "GET"): Call(SIGNED_IN, (200,), "/api/v1/teams"),
     ("api/v1/teams", "POST"): Call(SIGNED_IN, (201,), "/api/v1/teams", {"name": "New team {n}"}, fresh=True),
+    ("api/v1/teams/<id:team_id>", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}"),
+    # False, as the world's team has it: the VOTE rule below stays right whatever order cases run in.
+    ("api/v1/teams/<id:team_id>", "PATCH"): Call(
+        TEAM_ADMIN, (200,), "/api/v1/teams/{team}", {"viewers_may_vote": False}
+    ),
     ("api/v1/teams/<id:team_id>/members", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}/members"),
     ("api/v1/teams/<id:team_id>/members", "POST"): Call(
         TEAM_ADMIN, (200,), "/api/v1/teams/{team}/members", {"username": "dave", "role": "viewer"}
