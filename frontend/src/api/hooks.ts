@@ -27,6 +27,13 @@ import {
   type SamplePage,
   type Checkpoint,
   type SessionResponse,
+  type Battle,
+  type Eval,
+  type EvalPage,
+  type Ranking,
+  type Team,
+  type VoteRequest,
+  type VoteResult,
 } from "./types";
 
 /** Server-side downsampling bound per series. */
@@ -217,5 +224,84 @@ export function useMetricSeries(runId: number) {
     queryFn: ({ signal }) => fetchRunSeries(queryClient, runId, signal),
     // Live points patch this entry; a resync invalidates it.
     staleTime: Number.POSITIVE_INFINITY,
+  });
+}
+
+// ---------------------------------------------------------------- evals (blind voting)
+
+/** An eval's page polls this often while its responses are being generated. */
+export const EVAL_GENERATING_REFETCH_MS = 3000;
+/** The ranking of an open eval moves as votes arrive. */
+export const RANKING_REFETCH_MS = 5000;
+
+export function useEvals() {
+  return useQuery({
+    queryKey: queryKeys.evalLists,
+    queryFn: ({ signal }) => apiRequest<EvalPage>("/evals", { query: { limit: 100 }, signal }),
+    refetchInterval: RUNS_REFETCH_MS * 5,
+  });
+}
+
+export function useEval(evalId: number) {
+  return useQuery({
+    queryKey: queryKeys.evalDetail(evalId),
+    queryFn: ({ signal }) => apiRequest<Eval>(`/evals/${evalId}`, { signal }),
+    refetchInterval: (query) => {
+      const status = query.state.data?.status;
+      if (status === "GENERATING") return EVAL_GENERATING_REFETCH_MS;
+      return status === "OPEN" ? RANKING_REFETCH_MS : false;
+    },
+  });
+}
+
+export function useRanking(evalId: number, enabled: boolean, live: boolean) {
+  return useQuery({
+    queryKey: queryKeys.ranking(evalId),
+    queryFn: ({ signal }) => apiRequest<Ranking>(`/evals/${evalId}/ranking`, { signal }),
+    enabled,
+    refetchInterval: live ? RANKING_REFETCH_MS : false,
+  });
+}
+
+/** A team with the caller's role in it (null role: not a member). */
+export function useTeam(teamId: number | undefined) {
+  return useQuery({
+    queryKey: queryKeys.team(teamId ?? -1),
+    queryFn: ({ signal }) => apiRequest<Team>(`/teams/${teamId}`, { signal }),
+    enabled: teamId !== undefined,
+    staleTime: 60_000,
+  });
+}
+
+export function useCloseEval(evalId: number) {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: () => apiRequest<Eval>(`/evals/${evalId}/close`, { method: "POST" }),
+    onSuccess: (closed) => {
+      queryClient.setQueryData(queryKeys.evalDetail(evalId), closed);
+      void queryClient.invalidateQueries({ queryKey: queryKeys.ranking(evalId) });
+      void queryClient.invalidateQueries({ queryKey: queryKeys.evalLists });
+    },
+  });
+}
+
+/**
+ * The next battle for the caller; undefined (a 204) when none is left. A mutation, not a query:
+ * each call is served a new battle, and nothing may cache one across voters or reloads.
+ */
+export function useNextBattle(evalId: number) {
+  return useMutation({
+    mutationFn: () => apiRequest<Battle | undefined>(`/evals/${evalId}/battles/next`, { method: "POST" }),
+  });
+}
+
+export function useVote(evalId: number) {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: ({ battle, vote }: { battle: string; vote: VoteRequest }) =>
+      apiRequest<VoteResult>(`/battles/${battle}/votes`, { method: "POST", body: vote }),
+    onSuccess: () => {
+      void queryClient.invalidateQueries({ queryKey: queryKeys.eval(evalId) });
+    },
   });
 }

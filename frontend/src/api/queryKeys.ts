@@ -18,4 +18,10 @@ export const queryKeys = {
   /** Keyed by size too: an artifact logged again under its path is fetched anew. */
   artifactText: (runId: number, path: string, size: number | null) =>
     ["run", runId, "artifact-text", path, size] as const,
+  team: (teamId: number) => ["team", teamId] as const,
+  evalLists: ["evals"] as const,
+  /** Everything about one eval under ["eval", id], as for runs. */
+  eval: (evalId: number) => ["eval", evalId] as const,
+  evalDetail: (evalId: number) => ["eval", evalId, "detail"] as const,
+  ranking: (evalId: number) => ["eval", evalId, "ranking"] as const,
 };

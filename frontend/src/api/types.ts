@@ -165,3 +165,23 @@ export type WsMessage =
 
 /** Close code the server uses for "not found / not yours". */
 export const WS_CLOSE_NOT_FOUND = 4404;
+
+// ---------------------------------------------------------------- evals (blind checkpoint voting)
+
+export type EvalStatus = Schemas["EvalStatusEnum"];
+export type Eval = Schemas["Eval"];
+export type EvalProgress = Schemas["Progress"];
+/** One page of GET /api/v1/evals. */
+export type EvalPage = Schemas["PaginatedEvalList"];
+/** POST /api/v1/evals/{id}/battles/next → 200; no label of either side. */
+export type Battle = Schemas["Battle"];
+export type BattlePrompt = Schemas["BattlePrompt"];
+export type VoteChoice = Schemas["ChoiceEnum"];
+export type VoteRequest = Schemas["VoteInRequest"];
+/** POST /api/v1/battles/{id}/votes → 201: the vote and who wrote which side. */
+export type VoteResult = Schemas["VoteResult"];
+export type Reveal = Schemas["Reveal"];
+export type RevealSide = Schemas["Side"];
+/** GET /api/v1/evals/{id}/ranking */
+export type Ranking = Schemas["Ranking"];
+export type RankingRow = Schemas["RankingRow"];
