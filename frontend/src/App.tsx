@@ -1,6 +1,9 @@
 import { Route, Routes } from "react-router";
 
 import { Layout } from "./components/Layout";
+import { EvalPage } from "./pages/evals/EvalPage";
+import { EvalsPage } from "./pages/evals/EvalsPage";
+import { VotePage } from "./pages/evals/VotePage";
 import { LoginPage } from "./pages/login/LoginPage";
 import { MlflowLinkPage } from "./pages/mlflow/MlflowLinkPage";
 import { RunPage } from "./pages/run/RunPage";
@@ -18,6 +21,9 @@ export function App() {
       <Route element={<Layout />}>
         <Route index element={<RunsPage />} />
         <Route path="runs/:id" element={<RunPage />} />
+        <Route path="evals" element={<EvalsPage />} />
+        <Route path="evals/:id" element={<EvalPage />} />
+        <Route path="evals/:id/vote" element={<VotePage />} />
         <Route path="*" element={<NotFound />} />
       </Route>
     </Routes>

@@ -1,0 +1,74 @@
+import { Link } from "react-router";
+
+import { useEvals } from "../../api/hooks";
+import type { Eval } from "../../api/types";
+import { ErrorBox } from "../../components/ErrorBox";
+import { StatusBadge } from "../../components/StatusBadge";
+import { formatDateTime } from "../../format";
+import { generationProgress, voteProgress } from "./format";
+
+export function EvalsPage() {
+  const evals = useEvals();
+  const results = evals.data?.results ?? [];
+  return (
+    <section>
+      <div className="page-head">
+        <h1>Evals</h1>
+        {evals.isFetching ? <span className="muted small">updating…</span> : null}
+      </div>
+      {evals.isError ? <ErrorBox error={evals.error} title="Cannot load evals" /> : null}
+      <table className="table" data-testid="evals-table">
+        <thead>
+          <tr>
+            <th className="num">id</th>
+            <th>name</th>
+            <th>project</th>
+            <th>status</th>
+            <th>progress</th>
+            <th>created by</th>
+            <th>created</th>
+          </tr>
+        </thead>
+        <tbody>
+          {results.map((item) => (
+            <EvalRow key={item.id} item={item} />
+          ))}
+          {evals.data && results.length === 0 ? (
+            <tr>
+              <td colSpan={7} className="empty">
+                No evals yet.
+              </td>
+            </tr>
+          ) : null}
+          {evals.isPending ? (
+            <tr>
+              <td colSpan={7} className="empty">
+                Loading…
+              </td>
+            </tr>
+          ) : null}
+        </tbody>
+      </table>
+    </section>
+  );
+}
+
+function EvalRow({ item }: { item: Eval }) {
+  return (
+    <tr data-testid={`eval-row-${item.id}`}>
+      <td className="num">{item.id}</td>
+      <td>
+        <Link to={`/evals/${item.id}`}>{item.name}</Link>
+      </td>
+      <td>
+        {item.project.team.slug}/{item.project.name}
+      </td>
+      <td>
+        <StatusBadge status={item.status} testId={`eval-status-${item.id}`} />
+      </td>
+      <td className="muted">{item.status === "GENERATING" ? generationProgress(item.progress) : voteProgress(item.progress)}</td>
+      <td>{item.created_by}</td>
+      <td className="muted">{formatDateTime(item.created_at)}</td>
+    </tr>
+  );
+}
