@@ -4,7 +4,7 @@
  */
 import { vi } from "vitest";
 
-import type { RunDetail, RunPage, RunSummary } from "../api/types";
+import type { Battle, Eval, Ranking, RunDetail, RunPage, RunSummary, VoteResult } from "../api/types";
 
 /** What a route answers: a JSON body (200), a Response, or a promise of either. */
 export type Route = (url: URL) => unknown;
@@ -97,4 +97,66 @@ export function runDetail(overrides: Partial<RunDetail> = {}): RunDetail {
 /** One page of a list endpoint, everything on it. */
 export function runPage(results: RunSummary[]): RunPage {
   return { count: results.length, next: null, previous: null, results };
+}
+
+// ---------------------------------------------------------------- evals
+
+export function evalDetail(overrides: Partial<Eval> = {}): Eval {
+  return {
+    id: 3,
+    name: "grpo checkpoints",
+    project: runSummary().project,
+    eval_set: 2,
+    status: "OPEN",
+    failure_reason: "",
+    created_by: "demo",
+    created_at: "2026-11-30T11:00:00Z",
+    closed_at: null,
+    samples_per_prompt: 1,
+    min_voters_per_prompt: 1,
+    generation_run: 9,
+    candidates: ["grpo-arith@step-20", "grpo-arith@step-60"],
+    progress: { generations: 40, expected: 40, battles: 12, votes: 10, prompts: 20, prompts_covered: 8 },
+    ...overrides,
+  };
+}
+
+export function battle(overrides: Partial<Battle> = {}): Battle {
+  return {
+    battle: "6f1c2d9e-0000-4000-8000-000000000001",
+    prompt: { text: "What is 17 + 25?", reference: "42" },
+    a: "17 + 25 = 42.",
+    b: "It is 43.",
+    guidelines: "Prefer the correct answer; brevity breaks ties.",
+    ...overrides,
+  };
+}
+
+export function voteResult(choice: VoteResult["vote"]["choice"] = "a"): VoteResult {
+  return {
+    battle: battle().battle,
+    vote: { choice, comment: "", created_at: "2026-11-30T11:05:00Z" },
+    reveal: {
+      a: { label: "grpo-arith@step-60", run: 5, step: 60 },
+      b: { label: "grpo-arith@step-20", run: 5, step: 20 },
+    },
+  };
+}
+
+export function ranking(overrides: Partial<Ranking> = {}): Ranking {
+  return {
+    rows: [
+      { label: "grpo-arith@step-60", score: 1012.4, ci_low: 987.2, ci_high: 1040.1, rank: 1, battles: 7 },
+      { label: "grpo-arith@step-20", score: 987.6, ci_low: 960, ci_high: 1013, rank: 1, battles: 7 },
+    ],
+    labels: ["grpo-arith@step-20", "grpo-arith@step-60"],
+    win_rate: [
+      [null, 0.4],
+      [0.6, null],
+    ],
+    votes: 7,
+    alpha: null,
+    flagged_voters: null,
+    ...overrides,
+  };
 }
