@@ -19,6 +19,7 @@ from controlplane.evals.selectors import (
     eval_may_manage,
     eval_may_vote,
     eval_sets_visible_to,
+    evals_progress,
     evals_visible_to,
     serving_of,
 )
@@ -180,8 +181,9 @@ class EvalListView(APIView):
             evals = evals.filter(project_id=project)
         services.evals_settle(list(evals.filter(status=EvalStatus.GENERATING).values_list("id", flat=True)))
         paginator = Pagination()
-        page = paginator.paginate_queryset(evals, request, self)
-        return paginator.get_paginated_response(EvalSerializer(page, many=True).data)
+        page = paginator.paginate_queryset(evals.prefetch_related("candidates"), request, self)
+        progress = evals_progress(list(page or []))
+        return paginator.get_paginated_response(EvalSerializer(page, many=True, context={"progress": progress}).data)
 
     @extend_schema(
         request=EvalCreateSerializer,

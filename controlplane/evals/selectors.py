@@ -45,24 +45,41 @@ def eval_may_manage(user: Any, evaluation: Eval) -> bool:
     return evaluation.created_by_id == user.id or team_role_at_least(user, evaluation.project.team_id, Role.ADMIN)
 
 
-def eval_progress(evaluation: Eval) -> dict[str, int]:
-    """How far generation and voting are: the figures GET /evals/{id} shows."""
-    prompts = EvalPrompt.objects.filter(eval_set_id=evaluation.eval_set_id).count()
-    candidates = Candidate.objects.filter(eval=evaluation).count()
+def evals_progress(evaluations: list[Eval]) -> dict[int, dict[str, int]]:
+    """How far generation and voting are, per eval: the figures GET /evals and /evals/{id} show.
+    One grouped query per figure for the whole page, not a handful per eval."""
+    ids = [evaluation.id for evaluation in evaluations]
+
+    def per_eval(queryset: QuerySet[Any], field: str) -> dict[int, int]:
+        return dict(queryset.values_list(field).annotate(n=Count("id")).values_list(field, "n"))
+
+    prompts = per_eval(EvalPrompt.objects.filter(eval_set_id__in={e.eval_set_id for e in evaluations}), "eval_set_id")
+    candidates = per_eval(Candidate.objects.filter(eval_id__in=ids), "eval_id")
+    generations = per_eval(Generation.objects.filter(eval_id__in=ids), "eval_id")
+    battles = per_eval(Battle.objects.filter(eval_id__in=ids), "eval_id")
+    votes = per_eval(Vote.objects.filter(battle__eval_id__in=ids), "battle__eval_id")
     voters = (
-        Vote.objects.filter(battle__eval=evaluation)
-        .values("battle__prompt_id")
+        Vote.objects.filter(battle__eval_id__in=ids)
+        .values_list("battle__eval_id", "battle__prompt_id")
         .annotate(n=Count("voter", distinct=True))
-        .filter(n__gte=evaluation.min_voters_per_prompt)
     )
-    return {
-        "generations": Generation.objects.filter(eval=evaluation).count(),
-        "expected": candidates * prompts * evaluation.samples_per_prompt,
-        "battles": Battle.objects.filter(eval=evaluation).count(),
-        "votes": Vote.objects.filter(battle__eval=evaluation).count(),
-        "prompts": prompts,
-        "prompts_covered": voters.count(),
-    }
+    minimum = {evaluation.id: evaluation.min_voters_per_prompt for evaluation in evaluations}
+    covered: dict[int, int] = {}
+    for eval_id, _prompt, n in voters:
+        if n >= minimum[eval_id]:
+            covered[eval_id] = covered.get(eval_id, 0) + 1
+    out = {}
+    for evaluation in evaluations:
+        n_prompts = prompts.get(evaluation.eval_set_id, 0)
+        out[evaluation.id] = {
+            "generations": generations.get(evaluation.id, 0),
+            "expected": candidates.get(evaluation.id, 0) * n_prompts * evaluation.samples_per_prompt,
+            "battles": battles.get(evaluation.id, 0),
+            "votes": votes.get(evaluation.id, 0),
+            "prompts": n_prompts,
+            "prompts_covered": covered.get(evaluation.id, 0),
+        }
+    return out
 
 
 def serving_of(user: Any, battle: Battle) -> Serving | None:

@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from controlplane.api import InputSerializer, max_length
 from controlplane.evals.models import Candidate, Choice, Eval, EvalPrompt, EvalSet, Generation
-from controlplane.evals.selectors import eval_progress
+from controlplane.evals.selectors import evals_progress
 from controlplane.runs.serializers import ProjectRefField
 from controlplane.teams.models import Team
 from controlplane.teams.serializers import ProjectSerializer, TeamRefSerializer
@@ -130,11 +130,13 @@ class EvalSerializer(serializers.ModelSerializer[Eval]):
         ]  # fmt: skip
 
     def get_candidates(self, evaluation: Eval) -> list[str]:
-        return sorted(evaluation.candidates.values_list("label", flat=True))
+        return sorted(candidate.label for candidate in evaluation.candidates.all())  # prefetched by lists
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, evaluation: Eval) -> dict[str, int]:
-        return eval_progress(evaluation)
+        # A list passes the whole page's progress, read at once (selectors.evals_progress).
+        progress = self.context.get("progress") or evals_progress([evaluation])
+        return progress[evaluation.id]
 
 
 class BattlePromptSerializer(serializers.Serializer[Any]):

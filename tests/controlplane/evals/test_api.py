@@ -19,6 +19,7 @@ from tests.controlplane.evals.conftest import (
     eval_create,
     eval_set_create,
     jsonl,
+    open_eval,
     post,
 )
 
@@ -240,3 +241,32 @@ def test_roles(owner: Persona, teammate: Persona, viewer: Persona, outsider: Per
     team.save()
     assert post(viewer.client, f"/api/v1/evals/{eval_id}/battles/next", {}).status_code == 200
     assert post(owner.client, f"/api/v1/evals/{eval_id}/close", {}).status_code == 200
+
+
+def test_the_evals_list_reads_each_figure_once_for_the_page_and_matches_the_detail(
+    owner: Persona, project: Project
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    opened = open_eval(owner, project)
+    assert post(owner.client, f"/api/v1/evals/{opened.eval.id}/battles/next", {}).status_code == 200
+
+    def listed() -> tuple[int, list[dict]]:
+        with CaptureQueriesContext(connection) as queries:
+            response = owner.client.get("/api/v1/evals")
+        assert response.status_code == 200
+        return len(queries), response.json()["results"]
+
+    set_id = opened.eval.eval_set_id
+    eval_create(owner.client, project, set_id)  # one GENERATING too: the list settles those first
+    few, _ = listed()
+    for _ in range(3):
+        eval_create(owner.client, project, set_id)
+    many, results = listed()
+    assert many == few  # not a handful more queries per eval
+    by_id = {item["id"]: item for item in results}
+    for eval_id in by_id:
+        detail = owner.client.get(f"/api/v1/evals/{eval_id}").json()
+        assert (by_id[eval_id]["progress"], by_id[eval_id]["candidates"]) == (detail["progress"], detail["candidates"])
+    assert by_id[opened.eval.id]["progress"]["battles"] == 1
