@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -525,6 +526,9 @@ def check_end_to_end(url: str, token: str, project: str = "demo/stack-check", ti
     raise RuntimeError(f"stack check: a one-step smoke run is still {run['status']} after {timeout:.0f} s")
 
 
+DEMO_PROJECT = "demo/getting-started"
+
+
 def demo_run(state_dir: Path) -> dict[str, Any]:
     """A real GRPO run on CPU: a tiny Llama built locally learns two-digit addition. After a
     short supervised warm start, greedy accuracy on the 64 problems RL is rewarded on rises from
@@ -536,7 +540,7 @@ def demo_run(state_dir: Path) -> dict[str, Any]:
     The actors reserve one Ray CPU in all, so on a two-CPU machine the README's smoke runs
     (one Ray CPU per task) start at once beside it rather than wait for the demo to end."""
     return {
-        "project": "demo/getting-started",
+        "project": DEMO_PROJECT,
         "name": "grpo-arithmetic-demo",
         "recipe": "grpo",
         "config": {
@@ -554,6 +558,103 @@ def demo_run(state_dir: Path) -> dict[str, Any]:
         },
         "tags": ["demo"],
     }
+
+
+DEMO_EVAL_PROMPTS = 16  # half from the run's RL prompts, half other sums
+
+
+def demo_eval_prompts(
+    samples: list[dict[str, Any]], count: int = DEMO_EVAL_PROMPTS, seed: int = 0
+) -> list[dict[str, Any]]:
+    """The demo eval's prompts: sums the run trained on (its kept samples' prompts, tagged "rl")
+    and as many two-digit sums it did not see in RL ("other"), each with its answer as the
+    reference, so a voter can tell a right answer from a wrong one at a glance."""
+    rng = random.Random(seed)
+    trained = sorted({s["prompt"] for s in samples if re.fullmatch(r"\d+\+\d+=", s["prompt"])})
+    chosen = rng.sample(trained, min(len(trained), count // 2))
+    others: list[str] = []
+    while len(chosen) + len(others) < count:
+        prompt = f"{rng.randint(10, 99)}+{rng.randint(10, 99)}="
+        if prompt not in trained and prompt not in others:
+            others.append(prompt)
+
+    def row(prompt: str, tag: str) -> dict[str, Any]:
+        a, b = prompt[:-1].split("+")
+        return {"prompt": prompt, "reference": str(int(a) + int(b)), "tags": [tag]}
+
+    return [row(p, "rl") for p in chosen] + [row(p, "other") for p in others]
+
+
+DEMO_GUIDELINES = (
+    "Each prompt is a sum; the reference is its answer. Pick the response that gives the right sum. "
+    "Tie when both are right, or wrong alike; Both bad when both are wrong. Keys: 1 = A, 2 = B, 3 = tie, "
+    "4 = both bad, Enter to vote."
+)
+
+
+def demo_eval_create(url: str, token: str, run_id: int, project: str) -> dict[str, Any] | None:
+    """An eval over a finished demo run's checkpoints, so a new user can vote within minutes;
+    None when the run kept fewer than two checkpoints (nothing to compare)."""
+    checkpoints = api(url, "GET", f"/api/v1/runs/{run_id}/checkpoints", token=token)
+    if len(checkpoints) < 2:
+        return None
+    samples = api(url, "GET", f"/api/v1/runs/{run_id}/samples?limit=500", token=token)["results"]
+    rows = demo_eval_prompts(samples)
+    eval_set = api(
+        url,
+        "POST",
+        "/api/v1/eval-sets",
+        {"team": project.split("/")[0], "name": f"two-digit sums (run {run_id})", "guidelines": DEMO_GUIDELINES,
+         "description": "Sums from the demo run's RL prompts (tag rl) and others (tag other).",
+         "jsonl": "\n".join(json.dumps(row) for row in rows)},
+        token,
+    )  # fmt: skip
+    body = {
+        "project": project,
+        "name": f"Which checkpoint of run {run_id} adds best?",
+        "eval_set": eval_set["id"],
+        "checkpoints": sorted(c["id"] for c in checkpoints),
+    }
+    created: dict[str, Any] = api(url, "POST", "/api/v1/evals", body, token)
+    return created
+
+
+class DemoEval:
+    """Watches the demo run from the demo's loop and creates its eval once the run succeeds."""
+
+    def __init__(self, url: str, token: str, run_id: int, project: str, every_s: float = 5.0) -> None:
+        self.url, self.token, self.run_id, self.project, self.every_s = url, token, run_id, project, every_s
+        self.done = False
+        self._next = 0.0
+
+    def poll(self) -> dict[str, Any] | None:
+        """The eval when this call created it; None otherwise. Errors are logged, never raised:
+        the stack keeps running without a demo eval."""
+        if self.done or time.monotonic() < self._next:
+            return None
+        self._next = time.monotonic() + self.every_s
+        try:
+            status = api(self.url, "GET", f"/api/v1/runs/{self.run_id}", token=self.token)["status"]
+            if status in ("FAILED", "CANCELLED"):
+                self.done = True
+                log(f"the demo run {status}: no demo eval")
+                return None
+            if status != "SUCCEEDED":
+                return None
+            self.done = True
+            created = demo_eval_create(self.url, self.token, self.run_id, self.project)
+        except (OSError, ValueError, KeyError) as exc:  # urllib's errors are OSErrors
+            log(f"demo eval: {exc}; will try again")
+            self.done = False
+            return None
+        if created is None:
+            log("the demo run kept fewer than two checkpoints: no demo eval")
+            return None
+        log(
+            f"demo eval {created['id']}: the checkpoints are answering {DEMO_EVAL_PROMPTS} sums on Ray; "
+            f"vote at {self.url}/evals/{created['id']}/vote once it is OPEN"
+        )
+        return created
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -588,12 +689,15 @@ def demo(args: argparse.Namespace) -> int:
             f"\n{line}\n Barrel is running at {stack.url}\n"
             f" Sign in as  {args.username} / {args.password}\n"
             f" Demo run    {stack.url}/runs/{run['id']}\n"
+            f" Demo eval   {stack.url}/evals once the run ends (minutes): vote on its checkpoints\n"
             f" API docs    {stack.url}/api/docs/\n"
             f" CLI         barrel login --url {stack.url} --username {args.username}\n"
             f" Logs        {stack.logs}/\n Ctrl-C stops everything.\n{line}\n",
             flush=True,
         )
+        demo_eval = DemoEval(stack.url, token, run["id"], DEMO_PROJECT)
         while True:
+            demo_eval.poll()
             try:
                 stack.supervise()
             except StackDown as exc:

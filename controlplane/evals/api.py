@@ -11,9 +11,12 @@ from rest_framework.views import APIView
 
 from controlplane.api import ApiError, ErrorSerializer, Pagination, int_schema, query_int
 from controlplane.auth.access import accessible_run
+from controlplane.checkpoints.api import RunCheckpointsView
+from controlplane.checkpoints.models import Checkpoint
 from controlplane.evals import battles, services
-from controlplane.evals.models import Candidate, Eval, EvalSet, EvalStatus, Generation, Serving, Vote
-from controlplane.evals.ranking import eval_ranking
+from controlplane.evals.human import RunHumanEval, run_human_eval
+from controlplane.evals.models import Battle, Candidate, Eval, EvalSet, EvalStatus, Generation, Serving, Vote
+from controlplane.evals.refresh import ranking_body, ranking_cached
 from controlplane.evals.selectors import (
     battles_visible_to,
     eval_may_manage,
@@ -37,9 +40,12 @@ from controlplane.evals.serializers import (
     GenerationSerializer,
     ImportedSerializer,
     RankingSerializer,
+    RunCheckpointSerializer,
+    RunHumanEvalSerializer,
     VoteInSerializer,
     VoteResultSerializer,
 )
+from controlplane.evals.tasks import ranking_refresh_enqueue
 from controlplane.limits import MAX_BIGINT
 from controlplane.runs.models import RunToken
 from controlplane.teams.selectors import teams_visible_to
@@ -248,7 +254,12 @@ class BattleNextView(APIView):
         serving = battles.battle_next(voter=request.user, evaluation=evaluation)
         if serving is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        return Response(_battle_body(_served(request, serving.battle_id)))
+        # Served to this caller just now, in an eval they may vote in: only the body's rows to read.
+        serving.battle = Battle.objects.select_related("prompt", "generation_a", "generation_b").get(
+            id=serving.battle_id
+        )
+        serving.battle.eval = evaluation
+        return Response(_battle_body(serving))
 
 
 class BattleDetailView(APIView):
@@ -282,19 +293,16 @@ class EvalRankingView(APIView):
     @extend_schema(
         responses=RankingSerializer,
         summary="The ranking: Bradley-Terry scores with 95 % bootstrap intervals, win rates, agreement",
+        description="Served from a cache kept current as votes arrive (and pushed as `ranking.updated` on "
+        "ws/evals/{id}/); computed on the spot when a vote is newer than the cache.",
     )
     def get(self, request: Request, eval_id: int) -> Response:
         evaluation = _eval(request, eval_id)
-        ranking = eval_ranking(evaluation)
-        body = {
-            "rows": ranking.rows,
-            "labels": ranking.labels,
-            "win_rate": ranking.win_rate,
-            "votes": ranking.votes,
-            "alpha": ranking.alpha,
-            "flagged_voters": ranking.flagged_voters if eval_may_manage(request.user, evaluation) else None,
-        }
-        return Response(body)
+        may_manage = eval_may_manage(request.user, evaluation)
+        cached = ranking_cached(evaluation, with_flagged=may_manage)
+        if not cached.analysis_current:
+            ranking_refresh_enqueue(evaluation.id)  # the length-controlled view follows, and is pushed
+        return Response(ranking_body(cached, may_manage=may_manage))
 
 
 class EvalGenerationsView(APIView):
@@ -342,3 +350,57 @@ class RunGenerationsView(APIView):
         data.is_valid(raise_exception=True)
         accepted = services.generations_store(run=run, generations=list(data.validated_data["generations"]))
         return Response({"accepted": accepted})
+
+
+class RunCheckpointsWithScoresView(RunCheckpointsView):
+    """GET /runs/{id}/checkpoints served here, above the checkpoints app: each checkpoint carries
+    its human score and the proxy reward at its step. A run token (the job) gets neither: its
+    reads must not wait on a ranking."""
+
+    @extend_schema(
+        responses=RunCheckpointSerializer(many=True),
+        summary="Checkpoints of a run, newest step first, with their human score and proxy reward",
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = accessible_run(request, run_id)
+        checkpoints = list(Checkpoint.objects.filter(run=run).order_by("-step"))
+        scores = (
+            {}
+            if isinstance(request.auth, RunToken)
+            else _scores_by_checkpoint(run_human_eval(run=run, user=request.user))
+        )
+        for checkpoint in checkpoints:
+            scored = scores.get(checkpoint.id)
+            checkpoint.human = scored[0] if scored else None  # type: ignore[attr-defined]
+            checkpoint.proxy_reward = scored[1] if scored else None  # type: ignore[attr-defined]
+        return Response(RunCheckpointSerializer(checkpoints, many=True).data)
+
+
+def _scores_by_checkpoint(found: RunHumanEval) -> dict[int, tuple[dict[str, Any], float | None]]:
+    if found.evaluation is None:
+        return {}
+    eval_id = found.evaluation.id
+    return {
+        c.checkpoint: (
+            {
+                "eval": eval_id,
+                "score": c.score,
+                "ci_low": c.ci_low,
+                "ci_high": c.ci_high,
+                "rank": c.rank,
+                "battles": c.battles,
+            },
+            c.proxy_reward,
+        )
+        for c in found.checkpoints
+    }
+
+
+class RunHumanEvalView(APIView):
+    @extend_schema(
+        responses=RunHumanEvalSerializer,
+        summary="A run's checkpoints as people ranked them, beside the proxy reward, and the reward-hacking warning",
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = accessible_run(request, run_id)
+        return Response(RunHumanEvalSerializer(run_human_eval(run=run, user=request.user)).data)

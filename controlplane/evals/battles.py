@@ -13,16 +13,31 @@ import itertools
 import random
 import uuid
 from collections import defaultdict
+from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 
 from controlplane.api import ApiError
 from controlplane.evals import stats
-from controlplane.evals.models import Battle, Choice, Eval, EvalStatus, Generation, Serving, Vote
+from controlplane.evals.models import (
+    Battle,
+    Candidate,
+    Choice,
+    Eval,
+    EvalStatus,
+    Generation,
+    RankingSnapshot,
+    Serving,
+    Vote,
+)
+from controlplane.evals.ranking import EvalRanking
 from controlplane.evals.selectors import eval_vote_arrays
+from controlplane.evals.tasks import ranking_refresh_on_commit
 
 _random = random.SystemRandom()
 
@@ -42,11 +57,48 @@ def _not_open(evaluation: Eval) -> ApiError:
     )
 
 
-PRIORITY_ROUNDS = 200  # bootstrap rounds behind a pair's priority: enough to order pairs, quick per request
+PRIORITY_ROUNDS = 200  # bootstrap rounds of a priority refitted in-line: enough to order pairs
 
 
-def _priority(evaluation: Eval, items: int) -> np.ndarray:
-    """Contract A's pair priority over the votes so far; uniform before the first vote."""
+def _priority_of(ranking: EvalRanking, labels: list[str]) -> np.ndarray | None:
+    """Contract A's pair priority from a cached ranking (its scores, battles and bootstrap
+    covariance), in `labels` order; None when it ranks other candidates."""
+    if sorted(ranking.labels) != sorted(labels):
+        return None
+    rows = {row["label"]: row for row in ranking.rows}
+    order = [ranking.labels.index(label) for label in labels]
+    score = np.array([np.nan if rows[label]["score"] is None else rows[label]["score"] for label in labels])
+    battles = np.array([rows[label]["battles"] for label in labels], dtype=np.int64)
+    cov = np.array([[np.nan if v is None else v for v in ranking.cov[i]] for i in order], dtype=np.float64)[:, order]
+    items = len(labels)
+    cached = stats.Ranking(
+        items=items,
+        score=score,
+        ci_low=score,
+        ci_high=score,
+        rank=np.ones(items, dtype=np.int64),
+        battles=battles,
+        win_rate=np.full((items, items), np.nan),
+        cov=np.nan_to_num(cov) / stats.SCALE**2,
+    )
+    return np.asarray(stats.pair_priority([], [], [], items, ranking=cached))
+
+
+def _priority(evaluation: Eval, labels: list[str]) -> np.ndarray:
+    """Contract A's pair priority over the votes so far; uniform before the first vote.
+
+    Read from the ranking the refresh task keeps current (RankingSnapshot) while it lags the
+    eval by at most EVALS_PRIORITY_STALE_VOTES votes: a few votes more or less barely move which
+    pair teaches most, and a 1,000-round refit per request would make 20 voters wait on each
+    other. Otherwise (no snapshot yet, or a refresh far behind) a 200-round refit in-line."""
+    items = len(labels)
+    snapshot = RankingSnapshot.objects.filter(eval_id=evaluation.id).first()
+    if snapshot is not None and snapshot.votes > 0:
+        votes_now = Vote.objects.filter(battle__eval=evaluation).count()
+        if votes_now - snapshot.votes <= settings.EVALS_PRIORITY_STALE_VOTES:
+            priority = _priority_of(EvalRanking(**snapshot.ranking), labels)
+            if priority is not None:
+                return priority
     votes = eval_vote_arrays(evaluation)
     if len(votes.y) == 0:
         return np.ones((items, items)) - np.eye(items)
@@ -69,21 +121,34 @@ def _pairs_by_priority(priority: np.ndarray) -> list[tuple[int, int]]:
     return [pair for *_, pair in sorted(keyed)]
 
 
+ByPrompt = dict[int, dict[int, list[uuid.UUID]]]  # prompt id → candidate index → its generations
+
+
+@lru_cache(maxsize=16)
+def _layout(eval_id: int, created_at: datetime) -> tuple[tuple[str, ...], ByPrompt]:
+    """An OPEN eval's candidate labels (in id order) and its generations by prompt and candidate.
+    Cached in the process: an eval takes generations only while GENERATING, so once OPEN they
+    are final (at 50 candidates x 200 prompts, reading them was most of a battles/next). Keyed
+    by the creation time too, so an id a recreated database hands out again is not mistaken."""
+    rows = list(Candidate.objects.filter(eval_id=eval_id).order_by("id").values_list("id", "label"))
+    index = {cid: i for i, (cid, _) in enumerate(rows)}
+    by_prompt: dict[int, dict[int, list[uuid.UUID]]] = defaultdict(lambda: defaultdict(list))
+    for gid, cid, pid in Generation.objects.filter(eval_id=eval_id).values_list("id", "candidate_id", "prompt_id"):
+        by_prompt[pid][index[cid]].append(gid)
+    return tuple(label for _, label in rows), {pid: dict(sides) for pid, sides in by_prompt.items()}
+
+
 def _pick(evaluation: Eval, voter: Any) -> tuple[int, uuid.UUID, uuid.UUID] | None:
     """(prompt id, generation, generation) for the voter's next battle; None when nothing is left."""
-    candidates = list(evaluation.candidates.order_by("id").values_list("id", flat=True))
-    index = {cid: i for i, cid in enumerate(candidates)}
-    by_prompt: dict[int, dict[int, list[uuid.UUID]]] = defaultdict(lambda: defaultdict(list))
-    for gid, cid, pid in Generation.objects.filter(eval=evaluation).values_list("id", "candidate_id", "prompt_id"):
-        by_prompt[pid][index[cid]].append(gid)
+    labels, by_prompt = _layout(evaluation.id, evaluation.created_at)
     served = Serving.objects.filter(voter=voter, battle__eval=evaluation)
     seen_prompts = set(served.values_list("battle__prompt_id", flat=True))
     seen_pairs = {frozenset(p) for p in served.values_list("battle__generation_a_id", "battle__generation_b_id")}
-    priority = _priority(evaluation, len(candidates))
+    priority = _priority(evaluation, list(labels))
     pairs = _pairs_by_priority(priority)
 
     def unseen(pid: int, i: int, j: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
-        sides = by_prompt[pid]
+        sides = by_prompt.get(pid, {})
         return [(ga, gb) for ga in sides.get(i, []) for gb in sides.get(j, []) if frozenset((ga, gb)) not in seen_pairs]
 
     # 1. Coverage: prompts short of voters, that this voter has not seen, fewest voters first.
@@ -127,8 +192,10 @@ def battle_next(*, voter: Any, evaluation: Eval) -> Serving | None:
         Q(generation_a_id=first, generation_b_id=second) | Q(generation_a_id=second, generation_b_id=first)
     ).first()
     if battle is None:
-        if _random.random() < 0.5:
-            first, second = second, first
+        # A new battle is stored in one orientation, the ids' order (uuid4s: it says nothing of the
+        # candidates), so two voters creating it at once meet on the unique constraint and share it
+        # (get_or_create fetches the winner's row). Sides are randomised per serving, not here.
+        first, second = sorted((first, second))
         battle, _ = Battle.objects.get_or_create(
             generation_a_id=first, generation_b_id=second, defaults={"eval": evaluation, "prompt_id": prompt_id}
         )
@@ -147,8 +214,11 @@ def vote_cast(*, voter: Any, serving: Serving, choice: str, comment: str = "") -
         raise _not_open(battle.eval)
     try:
         with transaction.atomic():
-            return Vote.objects.create(
+            vote = Vote.objects.create(
                 battle=battle, voter=voter, choice=choice_stored(choice, swapped=serving.swapped), comment=comment
             )
+            # The ranking (and every open ranking page) follows once the vote is committed.
+            ranking_refresh_on_commit(battle.eval_id)
+            return vote
     except IntegrityError:
         raise ApiError("You already voted on this battle.", code="conflict", status_code=409) from None

@@ -150,3 +150,33 @@ class Vote(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["battle", "voter"], name="vote_battle_voter_unique")]
+
+
+class RankingSnapshot(models.Model):
+    """The last ranking computed for an eval: a cache, derived from its votes and rebuilt at will.
+
+    A row here rather than an entry in Django's Redis cache: the length-controlled fit behind
+    it costs seconds (about 5 s at 50 candidates and 20,000 votes), and a Redis that restarts
+    empty, or evicts under memory pressure, would leave every open eval without it until its
+    next vote; the row also makes "store only if newer" one locked read-compare-write. It is
+    keyed by the votes it was computed from, (`votes`, `last_vote`): votes are only added, so
+    the count and the highest id change with every vote that commits, even one whose id is
+    lower than a vote already seen (ids are drawn before commit). A snapshot is served as
+    current only while that key is the eval's; otherwise it is recomputed.
+    """
+
+    eval = models.OneToOneField(Eval, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    votes = models.PositiveIntegerField()
+    last_vote = models.BigIntegerField()  # the highest vote id; 0 before the first vote
+    # ranking.EvalRanking's fields; its scores are where the next refresh starts its fit. Its
+    # flagged_voters are not read: the task computes them with the analysis, below.
+    ranking = models.JSONField()
+    computed_at = models.DateTimeField()
+    # The slow part, the analysis: the length-controlled view and the outlier test's flagged
+    # voters (usernames; only the eval's managers see them). Keyed the same way, but computed
+    # after the ranking is pushed: during a burst it may trail the ranking by a few votes.
+    analysis_votes = models.PositiveIntegerField(null=True)
+    analysis_last_vote = models.BigIntegerField(null=True)
+    analysis_at = models.DateTimeField(null=True)
+    length_controlled = models.JSONField(null=True)
+    flagged_voters = models.JSONField(null=True)

@@ -9,9 +9,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Max, QuerySet
 
-from controlplane.evals.models import Battle, Candidate, Eval, EvalPrompt, EvalSet, Generation, Serving, Vote
+from controlplane.evals.models import (
+    Battle,
+    Candidate,
+    Eval,
+    EvalPrompt,
+    EvalSet,
+    EvalStatus,
+    Generation,
+    Serving,
+    Vote,
+)
 from controlplane.evals.stats import OUTCOME_SCORE
 from controlplane.teams.models import Role
 from controlplane.teams.selectors import team_role_at_least, team_role_of
@@ -97,6 +107,19 @@ class VoteArrays:
     voter: np.ndarray
     battle: list[str]
     choice: list[str]
+    # The length of each side's response in tokens (as the generation run counted them): the
+    # length-controlled view's covariate.
+    len_a: np.ndarray
+    len_b: np.ndarray
+    # What these arrays were read from (eval_vote_version's key, read in the same query).
+    version: tuple[int, int]
+
+
+def eval_vote_version(eval_id: int) -> tuple[int, int]:
+    """(votes, highest vote id) of an eval: the key of a ranking computed from its votes. Votes
+    are only ever added, so every vote that commits changes it (the count, whatever its id)."""
+    found = Vote.objects.filter(battle__eval_id=eval_id).aggregate(n=Count("id"), last=Max("id"))
+    return int(found["n"]), int(found["last"] or 0)
 
 
 def eval_vote_arrays(evaluation: Eval) -> VoteArrays:
@@ -111,6 +134,9 @@ def eval_vote_arrays(evaluation: Eval) -> VoteArrays:
             "battle__generation_b__candidate_id",
             "choice",
             "voter_id",
+            "id",
+            "battle__generation_a__tokens",
+            "battle__generation_b__tokens",
         )
     )
     return VoteArrays(
@@ -121,4 +147,17 @@ def eval_vote_arrays(evaluation: Eval) -> VoteArrays:
         voter=np.array([row[4] for row in rows], dtype=np.int64),
         battle=[str(row[0]) for row in rows],
         choice=[row[3] for row in rows],
+        len_a=np.array([row[6] for row in rows], dtype=np.float64),
+        len_b=np.array([row[7] for row in rows], dtype=np.float64),
+        version=(len(rows), max((row[5] for row in rows), default=0)),
+    )
+
+
+def open_eval_judging(*, team_id: int, uri: str) -> Eval | None:
+    """An OPEN eval of the team with the model at `uri` among its candidates. While it is open, a
+    chat with that model would let a voter compare its answers with a battle's: it is refused."""
+    return (
+        Eval.objects.filter(project__team_id=team_id, status=EvalStatus.OPEN, candidates__uri=uri)
+        .order_by("id")
+        .first()
     )

@@ -6,7 +6,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from controlplane.api import InputSerializer, max_length
-from controlplane.evals.models import Candidate, Choice, Eval, EvalPrompt, EvalSet, Generation
+from controlplane.checkpoints.serializers import CheckpointSerializer
+from controlplane.evals.models import Candidate, Choice, Eval, EvalPrompt, EvalSet, EvalStatus, Generation
 from controlplane.evals.selectors import evals_progress
 from controlplane.runs.serializers import ProjectRefField
 from controlplane.teams.models import Team
@@ -194,6 +195,21 @@ class RankingRowSerializer(serializers.Serializer[Any]):
     battles = serializers.IntegerField(help_text="Votes the candidate took part in.")
 
 
+class LengthControlledSerializer(serializers.Serializer[Any]):
+    votes = serializers.IntegerField(
+        help_text="The votes this view was fitted on. It is refitted after the ranking (it is the slow part), so "
+        "during a burst of votes it may trail the ranking's `votes`; it never claims votes it has not seen."
+    )
+    beta = serializers.FloatField(
+        allow_null=True,
+        help_text="How much the voters favour the longer response, in log10 odds for a response that is all the "
+        "length (0: not at all; Arena points: x 400); null before the first vote.",
+    )
+    rows = RankingRowSerializer(
+        many=True, help_text="The ranking with that preference taken out, best first; the same fields as `rows`."
+    )
+
+
 class RankingSerializer(serializers.Serializer[Any]):
     rows = RankingRowSerializer(many=True)
     labels = serializers.ListField(child=serializers.CharField(), help_text="The win-rate matrix's order.")
@@ -207,6 +223,13 @@ class RankingSerializer(serializers.Serializer[Any]):
         child=serializers.CharField(),
         allow_null=True,
         help_text="Voters who vote unlike the rest; null unless you created the eval or admin its team.",
+    )
+    length_controlled = LengthControlledSerializer(
+        allow_null=True,
+        help_text="Length-controlled scores: Bradley-Terry with the sides' token counts as a covariate "
+        "(Arena's style control, f = (len_a - len_b) / (len_a + len_b + 1)), so a candidate that wins votes by "
+        "writing more does not rank for it. Computed in the background after each vote; null until first "
+        "computed, and from `length_controlled.votes` votes, which may trail `votes` for a few seconds.",
     )
 
 
@@ -233,3 +256,80 @@ class GenerationBatchSerializer(InputSerializer):
 
 class AcceptedSerializer(serializers.Serializer[Any]):
     accepted = serializers.IntegerField()
+
+
+class HumanScoreSerializer(serializers.Serializer[Any]):
+    eval = serializers.IntegerField(
+        help_text="The eval the score comes from (scores of different evals do not compare)."
+    )
+    score = serializers.FloatField(allow_null=True, help_text="Arena's scale: 1000 + 400 x log10 strength.")
+    ci_low = serializers.FloatField(allow_null=True, help_text="2.5 % bootstrap percentile.")
+    ci_high = serializers.FloatField(allow_null=True, help_text="97.5 % bootstrap percentile.")
+    rank = serializers.IntegerField(allow_null=True, help_text="1 + candidates surely better (intervals apart).")
+    battles = serializers.IntegerField(help_text="Votes the checkpoint took part in.")
+
+
+class RunCheckpointSerializer(CheckpointSerializer):
+    """A checkpoint with what people and the reward made of it (GET /runs/{id}/checkpoints)."""
+
+    human = HumanScoreSerializer(
+        read_only=True,
+        allow_null=True,
+        help_text="Its score in the eval of /runs/{id}/human-eval; null when no eval you can see ranked it.",
+    )
+    proxy_reward = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="Mean of reward/mean over the second half of the steps since the previous checkpoint.",
+    )
+
+    class Meta(CheckpointSerializer.Meta):
+        fields = [*CheckpointSerializer.Meta.fields, "human", "proxy_reward"]
+        read_only_fields = [*CheckpointSerializer.Meta.read_only_fields, "human", "proxy_reward"]
+
+
+class EvalRefSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    status = serializers.ChoiceField(choices=EvalStatus.choices)
+
+
+class CheckpointScoreSerializer(serializers.Serializer[Any]):
+    checkpoint = serializers.IntegerField()
+    step = serializers.IntegerField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, as above
+    score = serializers.FloatField(allow_null=True)
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    rank = serializers.IntegerField(allow_null=True)
+    battles = serializers.IntegerField()
+    proxy_reward = serializers.FloatField(allow_null=True)
+
+
+class HackingWarningSerializer(serializers.Serializer[Any]):
+    earlier = CheckpointScoreSerializer()
+    later = CheckpointScoreSerializer()
+    score_drop = serializers.FloatField(help_text="The earlier checkpoint's score minus the later's.")
+    drop_low = serializers.FloatField(help_text="Lower end of the drop's corrected 95 % interval (above 0).")
+    drop_high = serializers.FloatField(help_text="Upper end of the drop's corrected 95 % interval.")
+    reward_rise = serializers.FloatField(help_text="The later checkpoint's proxy reward minus the earlier's.")
+    pairs = serializers.IntegerField(
+        help_text="Pairs of checkpoints over which the reward rose, each a test: the 5 % level and the "
+        "interval are corrected for them (Bonferroni)."
+    )
+    message = serializers.CharField()
+
+
+class RunHumanEvalSerializer(serializers.Serializer[Any]):
+    eval = EvalRefSerializer(
+        allow_null=True,
+        source="evaluation",
+        help_text="Of the evals you can see that ranked this run's checkpoints, the one that ranked most of them.",
+    )
+    votes = serializers.IntegerField()
+    checkpoints = CheckpointScoreSerializer(many=True, help_text="Ascending step.")
+    warning = HackingWarningSerializer(
+        allow_null=True,
+        help_text="Set when the proxy reward rose between two checkpoints while the human score fell "
+        "significantly (5 %, corrected for the pairs compared): the reward may be hacked.",
+    )

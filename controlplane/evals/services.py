@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from controlplane.api import ApiError, summarize
 from controlplane.checkpoints.models import Checkpoint
+from controlplane.evals.events import eval_progress_on_commit, eval_status_on_commit
 from controlplane.evals.jsonl import prompts_parse
 from controlplane.evals.models import (
     MAX_PROMPT,
@@ -185,7 +186,13 @@ def evals_settle(eval_ids: list[int] | None = None) -> int:
     generating = Eval.objects.filter(status=EvalStatus.GENERATING)
     if eval_ids is not None:
         generating = generating.filter(id__in=eval_ids)
-    changed = generating.filter(generation_run__status=RunStatus.SUCCEEDED).update(status=EvalStatus.OPEN)
+    changed = 0
+    # One conditional UPDATE per eval (few are GENERATING at a time): the caller that opens an
+    # eval is the one that tells its watchers.
+    for eval_id in generating.filter(generation_run__status=RunStatus.SUCCEEDED).values_list("id", flat=True):
+        if Eval.objects.filter(id=eval_id, status=EvalStatus.GENERATING).update(status=EvalStatus.OPEN):
+            changed += 1
+            eval_status_on_commit(eval_id)
     ended = generating.filter(
         Q(generation_run__status__in=[RunStatus.FAILED, RunStatus.CANCELLED]) | Q(generation_run__isnull=True)
     )
@@ -196,9 +203,11 @@ def evals_settle(eval_ids: list[int] | None = None) -> int:
             if run is not None
             else "The generation run was deleted."
         )
-        changed += Eval.objects.filter(id=evaluation.id, status=EvalStatus.GENERATING).update(
+        if Eval.objects.filter(id=evaluation.id, status=EvalStatus.GENERATING).update(
             status=EvalStatus.FAILED, failure_reason=reason
-        )
+        ):
+            changed += 1
+            eval_status_on_commit(evaluation.id)
     return changed
 
 
@@ -214,6 +223,7 @@ def eval_close(*, evaluation: Eval) -> Eval:
             code="conflict",
             status_code=409,
         )
+    eval_status_on_commit(evaluation.id)
     evaluation.refresh_from_db()
     return evaluation
 
@@ -260,4 +270,5 @@ def generations_store(*, run: Run, generations: list[dict[str, Any]]) -> int:
         unique_fields=["candidate", "prompt", "sample"],
         update_fields=["text", "tokens"],
     )
+    eval_progress_on_commit(evaluation.id)  # the eval page follows the generation live
     return len(generations)

@@ -538,7 +538,12 @@ def outlier_voters(
         surprise = -2.0 * np.log(p_of)
         votes = int(informative.sum())
         observed = surprise[np.arange(votes), outcome[mine][informative]].sum()
-        draws = (rng.random((NULL_DRAWS, votes, 1)) > np.cumsum(shares, axis=1)[None, :, :2]).sum(axis=2)
+        # Each draw's outcome: how many of the two cumulative shares its uniform passes. Two
+        # comparisons added, not one summed over a size-2 axis: the same draws, a twentieth of
+        # the time (that sum was most of a ranking refresh at 20,000 votes).
+        uniform = rng.random((NULL_DRAWS, votes))
+        cumulative = np.cumsum(shares, axis=1)
+        draws = (uniform > cumulative[None, :, 0]).view(np.int8) + (uniform > cumulative[None, :, 1]).view(np.int8)
         null = surprise[np.arange(votes)[None, :], draws].sum(axis=1)
         p_value = (1.0 + np.sum(null >= observed - 1e-9)) / (NULL_DRAWS + 1.0)
         flagged[index] = p_value < alpha
@@ -559,10 +564,13 @@ def krippendorff_alpha(units: Sequence[Sequence[str]]) -> float:
         return math.nan
     names = sorted({label for unit in labelled for label in unit})
     code = {label: index for index, label in enumerate(names)}
-    coincidence = np.zeros((len(names), len(names)))
-    for unit in labelled:
-        counts = np.bincount([code[label] for label in unit], minlength=len(names)).astype(np.float64)
-        coincidence += (np.outer(counts, counts) - np.diag(counts)) / (len(unit) - 1)
+    # Each unit's label counts c add (c c^T - diag(c)) / (m - 1), m its labels: all units at once.
+    sizes = np.array([len(unit) for unit in labelled])
+    counts = np.zeros((len(labelled), len(names)))
+    column = np.array([code[label] for unit in labelled for label in unit], dtype=np.int64)
+    np.add.at(counts, (np.repeat(np.arange(len(labelled)), sizes), column), 1.0)
+    weighted = counts / (sizes - 1.0)[:, None]
+    coincidence = weighted.T @ counts - np.diag(weighted.sum(axis=0))
     marginal = coincidence.sum(axis=1)
     total = marginal.sum()
     observed = total - np.trace(coincidence)

@@ -1,10 +1,19 @@
-"""Celery tasks of the evals."""
+"""Celery tasks of the evals, and their enqueueing."""
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
+from functools import partial
 
+import kombu.exceptions
+import redis
+from celery import shared_task
+from django.db import transaction
+
+from controlplane.evals.refresh import ranking_refresh_coalesced
 from controlplane.evals.services import evals_settle
+
+logger = logging.getLogger(__name__)
 
 
 # No claim (controlplane.celery.once_per_interval) needed: settling is conditional UPDATEs, so a
@@ -13,3 +22,30 @@ from controlplane.evals.services import evals_settle
 def evals_settle_task() -> int:
     """Open the GENERATING evals whose generation run succeeded; fail those whose run failed."""
     return evals_settle()
+
+
+# Enqueued after every vote commits; a burst coalesces on the eval's lock (refresh.py), so a
+# delivery twice, or a hundred at once, costs one refresh at a time. The limits: a pass is about
+# 1 s for the ranking and 5 s for the length-controlled view at 50 candidates and 20,000 votes;
+# passes repeat while votes keep arriving, for refresh.HANDOVER_S at most, then a fresh task
+# takes over; refresh.LOCK_S outlasts the hard limit.
+@shared_task(name="evals.ranking_refresh", soft_time_limit=120, time_limit=150, ignore_result=True)
+def eval_ranking_refresh(eval_id: int) -> int:
+    """Recompute the eval's cached ranking (and its length-controlled view) and push it."""
+    done = ranking_refresh_coalesced(eval_id=eval_id)
+    if done.handover:
+        ranking_refresh_enqueue(eval_id)
+    return done.passes
+
+
+def ranking_refresh_enqueue(eval_id: int) -> None:
+    """Ask a worker to refresh the eval's ranking. A broker that is down loses the request, not
+    the vote: the next vote asks again, and GET computes what is stale."""
+    try:
+        eval_ranking_refresh.delay(eval_id)
+    except (kombu.exceptions.OperationalError, redis.exceptions.RedisError, OSError) as exc:
+        logger.warning("eval %s: ranking refresh not enqueued: %s", eval_id, exc)
+
+
+def ranking_refresh_on_commit(eval_id: int) -> None:
+    transaction.on_commit(partial(ranking_refresh_enqueue, eval_id), robust=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,3 +103,54 @@ def open_eval(owner: Persona, project: Project, **extra: Any) -> OpenEval:
 @pytest.fixture
 def opened(owner: Persona, project: Project) -> OpenEval:
     return open_eval(owner, project)
+
+
+@pytest.fixture
+def live_eval(owner: Persona, project: Project) -> Iterator[OpenEval]:
+    """An OPEN eval whose Celery tasks run where they are enqueued (in the committing thread,
+    after commit, errors raised), so a test sees what a worker would have done by the time its
+    call returns. Eager only once the eval is open: the generation run's dispatch is not ours
+    to run here."""
+    from controlplane.celery import app
+
+    opened = open_eval(owner, project)
+    before = (app.conf.task_always_eager, app.conf.task_eager_propagates)
+    app.conf.task_always_eager = app.conf.task_eager_propagates = True
+    yield opened
+    app.conf.task_always_eager, app.conf.task_eager_propagates = before
+
+
+@pytest.fixture(autouse=True)
+def _no_refresh_marks() -> Iterator[None]:
+    """The refresh task's locks and dirty marks live in Redis under the eval's id, which the next
+    test's eval may reuse: none is left over from an earlier test."""
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter("barrel:evals:*:ranking:*"):
+        client.delete(key)
+    yield
+
+
+def voter(opened: OpenEval, name: str) -> APIClient:
+    """A member of the eval's team who votes, with a client of their own."""
+    from django.contrib.auth import get_user_model
+
+    from controlplane.teams.models import Membership, Role
+    from controlplane.teams.services import token_create
+
+    user = get_user_model().objects.create_user(username=name)
+    Membership.objects.create(team=opened.eval.project.team, user=user, role=Role.MEMBER)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, name='t')[1]}")
+    return client
+
+
+def vote_once(client: APIClient, opened: OpenEval, choice: str = "a") -> dict[str, Any]:
+    """Take the next battle and vote on it; the battle as served."""
+    battle = post(client, f"/api/v1/evals/{opened.eval.id}/battles/next", {})
+    assert battle.status_code == 200, battle.content
+    body: dict[str, Any] = battle.json()
+    assert post(client, f"/api/v1/battles/{body['battle']}/votes", {"choice": choice}).status_code == 201
+    return body

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import random
 import threading
 from typing import Any
 
 import numpy as np
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 from rest_framework.test import APIClient
 
-from controlplane.evals import stats
+from controlplane.evals import battles, stats
 from controlplane.evals.battles import choice_stored
 from controlplane.evals.models import Battle, Serving, Vote
-from controlplane.teams.models import Project
+from controlplane.teams.models import Membership, Project, Role
+from controlplane.teams.services import token_create
 from tests.conftest import Persona
 from tests.controlplane.evals.conftest import OpenEval, open_eval, post
 
@@ -105,11 +108,14 @@ def test_the_vote_maps_back_to_the_stored_orientation(owner: Persona, opened: Op
     assert again["vote"]["choice"] == "a" and again["reveal"] == reveal
 
 
-def test_sides_are_randomised_per_voter(owner: Persona, opened: OpenEval) -> None:
-    flips = set()
+def test_sides_are_randomised_per_voter(owner: Persona, opened: OpenEval, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A seeded generator in place of the system's, so the coin tosses are the same on every run
+    # (with the system's, 9 tosses all land the same way once in 256 runs).
+    monkeypatch.setattr(battles, "_random", random.Random(16))
+    flips = []
     while (response := next_battle(owner, opened)).status_code == 200:
-        flips.add(Serving.objects.get(battle_id=response.json()["battle"]).swapped)
-    assert flips == {False, True}  # 9 coin tosses: both sides come up (1 in 256 they would not)
+        flips.append(Serving.objects.get(battle_id=response.json()["battle"]).swapped)
+    assert len(flips) == 9 and set(flips) == {False, True}
 
 
 def test_a_second_vote_is_a_409_and_votes_close_with_the_eval(owner: Persona, opened: OpenEval) -> None:
@@ -154,6 +160,88 @@ def test_concurrent_votes_of_one_voter_count_once(owner: Persona, project: Proje
     assert Vote.objects.filter(battle_id=battle).count() == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_voters_asking_at_once_share_the_first_battle_of_a_pair(owner: Persona, project: Project) -> None:
+    """Two candidates, one prompt, one response each: a single possible battle. Eight voters ask
+    for it at the same moment; before, each could create it in its own orientation."""
+    opened = open_eval(owner, project, external=[{"uri": f"/m/{n}", "label": f"M{n}"} for n in range(2)])
+    prompts = opened.eval.eval_set.prompts.order_by("position")
+    prompts.exclude(id=prompts[0].id).delete()
+    tokens = [owner.token] + [
+        token_create(user=Membership.objects.create(team=project.team, user=user, role=Role.MEMBER).user, name="t")[1]
+        for user in (get_user_model().objects.create_user(username=f"voter{n}") for n in range(7))
+    ]
+    battles: list[str] = []
+    barrier = threading.Barrier(len(tokens))
+
+    def ask(token: str) -> None:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        try:
+            barrier.wait()
+            response = post(client, f"/api/v1/evals/{opened.eval.id}/battles/next", {})
+            battles.append(response.json()["battle"] if response.status_code == 200 else str(response.status_code))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=ask, args=(token,)) for token in tokens]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(battles) == len(tokens) and len(set(battles)) == 1
+    assert Battle.objects.filter(eval=opened.eval).count() == 1
+    assert Serving.objects.filter(battle_id=battles[0]).count() == len(tokens)
+
+
 def test_a_swapped_vote_swaps_only_a_and_b() -> None:
     assert [choice_stored(c, swapped=True) for c in ("a", "b", "tie", "both_bad")] == ["b", "a", "tie", "both_bad"]
     assert [choice_stored(c, swapped=False) for c in ("a", "b", "tie", "both_bad")] == ["a", "b", "tie", "both_bad"]
+
+
+def test_the_pair_priority_read_from_the_cached_ranking_is_the_one_fitted_from_the_votes(
+    owner: Persona, project: Project
+) -> None:
+    from controlplane.evals.battles import _priority_of
+    from controlplane.evals.ranking import ROUNDS, eval_ranking
+    from controlplane.evals.selectors import eval_vote_arrays
+
+    opened = open_eval(owner, project)
+    for _ in range(5):  # one voter's votes on five of the nine battles: uneven, some pairs unmet
+        body = next_battle(owner, opened).json()
+        assert vote(owner, body["battle"], "a").status_code == 201
+    votes = eval_vote_arrays(opened.eval)
+    labels = [c.label for c in votes.candidates]
+    fitted = stats.rank_items(votes.a, votes.b, votes.y, len(labels), rounds=ROUNDS, seed=opened.eval.id)
+    expected = stats.pair_priority(votes.a, votes.b, votes.y, len(labels), ranking=fitted)
+    cached = eval_ranking(opened.eval, votes=votes)
+    priority = _priority_of(cached, labels)
+    assert priority is not None and np.allclose(priority, expected, rtol=1e-9, atol=1e-12)
+    reordered = labels[::-1]  # in another candidate order, the same matrix permuted
+    permuted = _priority_of(cached, reordered)
+    assert permuted is not None and np.allclose(permuted, expected[::-1, ::-1], rtol=1e-9, atol=1e-12)
+    assert _priority_of(cached, [*labels[:-1], "someone else"]) is None
+
+
+def test_battles_next_refits_in_line_only_when_the_cached_ranking_lags_too_far(
+    owner: Persona, opened: OpenEval, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from controlplane.evals.refresh import ranking_cached
+
+    body = next_battle(owner, opened).json()
+    assert vote(owner, body["battle"]).status_code == 201
+    ranking_cached(opened.eval, with_flagged=False)  # what the refresh task stores after a vote
+    refits: list[int] = []
+    rank_items = stats.rank_items
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        refits.append(kwargs.get("rounds", 0))
+        return rank_items(*args, **kwargs)
+
+    monkeypatch.setattr(stats, "rank_items", spy)
+    body = next_battle(owner, opened).json()
+    assert vote(owner, body["battle"]).status_code == 201  # the cache now lags by one vote
+    settings.EVALS_PRIORITY_STALE_VOTES = 1
+    assert next_battle(owner, opened).status_code == 200 and refits == []
+    settings.EVALS_PRIORITY_STALE_VOTES = 0
+    assert next_battle(owner, opened).status_code == 200 and refits == [200]

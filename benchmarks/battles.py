@@ -1,0 +1,199 @@
+"""Next-battle latency with many voters asking at once, through the web server:
+
+    .venv/bin/python -m benchmarks.battles [--items 50] [--votes 20000] [--voters 20] [--prompts 200]
+        [--bursts 10] [--database-url ...] [--redis-url ...]
+
+Two stacks side by side (web server, Celery worker and beat; no Ray), each with the same OPEN eval
+of `--items` candidates and `--votes` votes from `--voters` voters (written straight into its
+database, as benchmarks/ranking_live.py writes it), differing in one setting:
+
+- cached: battles/next reads the pair priority from the ranking the refresh task keeps current
+  (BARREL_EVALS_PRIORITY_STALE_VOTES=200, the default);
+- refit: every battles/next refits a 200-round bootstrap ranking for it (=0, the behaviour before
+  the cache).
+
+Then `--bursts` times, for each stack in turn (alternating which goes first, since the machine is
+shared): all voters ask for their next battle at the same moment (a barrier), each over its own
+connection, and then vote on it; the refresh task runs after each vote as in production. Then,
+one stack at a time, voters at their own pace: each reads its battle for a random time (mean
+`--think-s`) before asking again, `--asks` times. Printed: per stack and phase, the median, p90
+and p99 of the battles/next round trips and their largest (and in bursts the median of a burst's
+slowest answer). Figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from benchmarks.common import Place, add_place_options, bench_stack, median, pct
+from controlplane.devstack import Stack
+
+MODES = {"cached": "200", "refit": "0"}
+
+
+def seed(items: int, votes: int, voters: int, prompts: int) -> dict[str, Any]:
+    """In the stack's database (this process's DATABASE_URL): the eval, its voters as members
+    with tokens, and a serving behind every vote (so nobody is served a battle twice)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    import django
+
+    django.setup()
+    from benchmarks.ranking_live import build_eval
+    from controlplane.evals.models import Serving, Vote
+    from controlplane.evals.refresh import ranking_cached
+    from controlplane.teams.models import Membership, Role
+    from controlplane.teams.services import token_create
+
+    evaluation, _ = build_eval(items, votes, voters, prompts, extra=0, team_slug="bench")
+    people = sorted({v.voter for v in Vote.objects.filter(battle__eval=evaluation).select_related("voter")}, key=str)
+    Membership.objects.bulk_create(Membership(team=evaluation.project.team, user=p, role=Role.MEMBER) for p in people)
+    Serving.objects.bulk_create(
+        Serving(battle_id=b, voter_id=v, swapped=False)
+        for b, v in Vote.objects.filter(battle__eval=evaluation).values_list("battle_id", "voter_id")
+    )
+    ranking_cached(evaluation, with_flagged=False)  # what the refresh task left after the last vote
+    return {"eval": evaluation.id, "tokens": [token_create(user=p, name="bench")[1] for p in people]}
+
+
+def seeded(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
+    command = [sys.executable, "-m", "benchmarks.battles", "--seed", *(f"--{k}={getattr(args, k)}" for k in
+               ("items", "votes", "voters", "prompts"))]  # fmt: skip
+    out = subprocess.run(command, env=stack.env(), check=True, capture_output=True, text=True).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def burst(url: str, eval_id: int, clients: list[httpx.Client]) -> list[float]:
+    """Every voter asks for a battle at once and votes on it; the round trips of the asks."""
+    barrier = threading.Barrier(len(clients))
+    times: list[float] = []
+    failures: list[str] = []
+
+    def voter(client: httpx.Client) -> None:
+        barrier.wait()
+        t0 = time.perf_counter()
+        served = client.post(f"{url}/api/v1/evals/{eval_id}/battles/next")
+        times.append(time.perf_counter() - t0)
+        if served.status_code != 200:
+            failures.append(f"battles/next {served.status_code}: {served.text[:200]}")
+            return
+        choice = random.choice(["a", "b", "tie"])
+        voted = client.post(f"{url}/api/v1/battles/{served.json()['battle']}/votes", json={"choice": choice})
+        if voted.status_code != 201:
+            failures.append(f"vote {voted.status_code}: {voted.text[:200]}")
+
+    threads = [threading.Thread(target=voter, args=(c,)) for c in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise SystemExit(f"a burst failed: {failures[0]}")
+    return times
+
+
+def steady(url: str, eval_id: int, clients: list[httpx.Client], think_s: float, asks: int) -> list[float]:
+    """Every voter asks, votes, then reads the next battle for a random time (uniform up to twice
+    `think_s`) before asking again, `asks` times: voters at their own pace, not in step."""
+    times: list[float] = []
+    failures: list[str] = []
+    rng = random.Random(0)
+    pauses = [[rng.uniform(0, 2 * think_s) for _ in range(asks)] for _ in clients]
+
+    def voter(client: httpx.Client, mine: list[float]) -> None:
+        for pause in mine:
+            time.sleep(pause)
+            t0 = time.perf_counter()
+            served = client.post(f"{url}/api/v1/evals/{eval_id}/battles/next")
+            times.append(time.perf_counter() - t0)
+            if served.status_code != 200:
+                failures.append(f"battles/next {served.status_code}: {served.text[:200]}")
+                return
+            voted = client.post(f"{url}/api/v1/battles/{served.json()['battle']}/votes", json={"choice": "a"})
+            if voted.status_code != 201:
+                failures.append(f"vote {voted.status_code}: {voted.text[:200]}")
+                return
+
+    threads = [threading.Thread(target=voter, args=(c, p)) for c, p in zip(clients, pauses, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise SystemExit(f"a steady round failed: {failures[0]}")
+    return times
+
+
+def summary(name: str, t: list[float]) -> str:
+    return (
+        f"{name:>7}: median {median(t) * 1000:6.0f} ms, p90 {pct(t, 0.9) * 1000:6.0f} ms, "
+        f"p99 {pct(t, 0.99) * 1000:6.0f} ms, max {max(t) * 1000:6.0f} ms (n={len(t)})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=50)
+    parser.add_argument("--votes", type=int, default=20_000)
+    parser.add_argument("--voters", type=int, default=20)
+    parser.add_argument("--prompts", type=int, default=200)
+    parser.add_argument("--bursts", type=int, default=10)
+    parser.add_argument("--think-s", type=float, default=3.0, help="a voter's mean reading time in the steady phase")
+    parser.add_argument("--asks", type=int, default=5, help="asks per voter in the steady phase")
+    parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)  # inside a stack's environment
+    add_place_options(parser)
+    args = parser.parse_args()
+    if args.seed:
+        print(json.dumps(seed(args.items, args.votes, args.voters, args.prompts)))
+        return
+
+    place = Place.of(args)
+    stacks: dict[str, Stack] = {}
+    try:
+        for n, (mode, stale) in enumerate(MODES.items()):
+            stacks[mode] = bench_stack(place, with_ray=False, suffix=f"bench_battles_{mode}", own_redis=n > 0,
+                                       env={"BARREL_EVALS_PRIORITY_STALE_VOTES": stale})  # fmt: skip
+        worlds = {mode: seeded(stack, args) for mode, stack in stacks.items()}
+        print(
+            f"## battles/next: {args.items} candidates, {args.prompts} prompts, {args.votes} votes; "
+            f"{args.voters} voters asking at once, {args.bursts} bursts per stack"
+        )
+        clients = {
+            mode: [httpx.Client(headers={"Authorization": f"Bearer {t}"}, timeout=120) for t in world["tokens"]]
+            for mode, world in worlds.items()
+        }
+        times: dict[str, list[float]] = {mode: [] for mode in MODES}
+        slowest: dict[str, list[float]] = {mode: [] for mode in MODES}
+        for b in range(args.bursts):
+            for mode in list(MODES)[:: 1 if b % 2 == 0 else -1]:
+                got = burst(stacks[mode].url, worlds[mode]["eval"], clients[mode])
+                times[mode] += got
+                slowest[mode].append(max(got))
+            print(f"burst {b + 1}: " + ", ".join(f"{m} slowest {slowest[m][-1] * 1000:.0f} ms" for m in MODES))
+        print("all voters asking at the same moment:")
+        for mode in MODES:
+            print(summary(mode, times[mode]) + f"; median slowest of a burst {median(slowest[mode]) * 1000:.0f} ms")
+        print(f"p99 refit / cached: {pct(times['refit'], 0.99) / pct(times['cached'], 0.99):.1f}x")
+        print(f"voters at their own pace (reading {args.think_s:g} s on average between asks), one stack at a time:")
+        paced = {
+            mode: steady(stacks[mode].url, worlds[mode]["eval"], clients[mode], args.think_s, args.asks)
+            for mode in MODES
+        }
+        for mode in MODES:
+            print(summary(mode, paced[mode]))
+    finally:
+        for stack in stacks.values():
+            stack.stop()
+
+
+if __name__ == "__main__":
+    main()
