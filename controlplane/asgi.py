@@ -14,6 +14,8 @@ from django.urls import path  # noqa: E402
 
 from controlplane.artifacts.asgi import UploadLimit  # noqa: E402
 from controlplane.auth.websocket import BearerAuthMiddleware  # noqa: E402
+from controlplane.chat.consumers import ChatConsumer  # noqa: E402
+from controlplane.evals.consumers import EvalConsumer  # noqa: E402
 from controlplane.metrics.ingest_route import IngestRoute  # noqa: E402
 from controlplane.runs.consumers import RunConsumer  # noqa: E402
 
@@ -27,7 +29,11 @@ class OriginCheck(OriginValidator):
         return parsed_origin is None or bool(self.validate_origin(parsed_origin))
 
 
-websocket_urlpatterns = [path("ws/runs/<int:run_id>/", RunConsumer.as_asgi())]
+websocket_urlpatterns = [
+    path("ws/runs/<int:run_id>/", RunConsumer.as_asgi()),
+    path("ws/evals/<int:eval_id>/", EvalConsumer.as_asgi()),
+    path("ws/chats/<int:session_id>/", ChatConsumer.as_asgi()),
+]
 
 application = ProtocolTypeRouter(
     {

@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "controlplane.checkpoints",
     "controlplane.tracking",
     "controlplane.evals",
+    "controlplane.chat",
 ]
 
 MIDDLEWARE = [
@@ -114,6 +115,19 @@ RECONCILE_INTERVAL_S = env_float("BARREL_RECONCILE_INTERVAL_S", 2.0)
 ROLLUP_SWEEP_INTERVAL_S = env_float("BARREL_ROLLUP_SWEEP_INTERVAL_S", 10.0)
 # How often GENERATING evals are settled with their generation runs (reads settle them too).
 EVALS_SETTLE_INTERVAL_S = env_float("BARREL_EVALS_SETTLE_INTERVAL_S", 10.0)
+# Votes the pair priority behind battles/next may lag the eval's (it is read from the ranking the
+# refresh task keeps current, not refitted per request); past it a request refits in-line. 0:
+# refit on every request (slow at scale: benchmarks/battles.py measures both).
+EVALS_PRIORITY_STALE_VOTES = env_int("BARREL_EVALS_PRIORITY_STALE_VOTES", 200)
+# How often replies owed by chat servers that ended are settled (reads of a chat settle it too).
+CHAT_SETTLE_INTERVAL_S = env_float("BARREL_CHAT_SETTLE_INTERVAL_S", 5.0)
+# The config of a chat server the control plane starts (workers/recipes/chat/config.py), less
+# its model: how long it waits idle before it exits, and its sampling bounds.
+CHAT_SERVER_CONFIG = {
+    "idle_s": env_float("BARREL_CHAT_IDLE_S", 300.0),
+    "max_new_tokens": env_int("BARREL_CHAT_MAX_NEW_TOKENS", 128),
+    "temperature": env_float("BARREL_CHAT_TEMPERATURE", 0.7),
+}
 # Run beat as a process of its own (`celery beat`), never embedded in a worker (`worker --beat`):
 # a killed worker leaves its embedded beat running. Even so, each periodic task claims its
 # interval in Redis (controlplane.celery.once_per_interval), so a second beat doubles nothing.
@@ -133,6 +147,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "evals.settle",
         "schedule": EVALS_SETTLE_INTERVAL_S,
         "options": {"expires": EVALS_SETTLE_INTERVAL_S * 2},
+    },
+    "chat-settle": {
+        "task": "chat.settle",
+        "schedule": CHAT_SETTLE_INTERVAL_S,
+        "options": {"expires": CHAT_SETTLE_INTERVAL_S * 2},
     },
 }
 
@@ -190,6 +209,9 @@ SPECTACULAR_SETTINGS = {
         "StatusEnum": "controlplane.runs.models.RunStatus",
         "EvalStatusEnum": "controlplane.evals.models.EvalStatus",
         "GenerationEngineEnum": ["auto", "torch", "vllm"],
+        "RoleEnum": "controlplane.teams.models.Role",
+        "ChatRoleEnum": "controlplane.chat.models.Role",
+        "RecipeGenerateConfigDtypeEnum": ["auto", "float32", "bfloat16", "float16"],
     },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

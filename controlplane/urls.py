@@ -4,7 +4,15 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane import frontend
 from controlplane.artifacts.api import RunArtifactDownloadView, RunArtifactsView
-from controlplane.checkpoints.api import CheckpointListView, RunCheckpointsView, RunResumeView, RunSamplesView
+from controlplane.chat.api import (
+    ChatDetailView,
+    ChatListView,
+    ChatMessagesView,
+    RunChatDoneView,
+    RunChatNextView,
+    RunChatTokensView,
+)
+from controlplane.checkpoints.api import CheckpointListView, RunResumeView, RunSamplesView
 from controlplane.evals.api import (
     BattleDetailView,
     BattleNextView,
@@ -17,7 +25,9 @@ from controlplane.evals.api import (
     EvalSetDetailView,
     EvalSetImportView,
     EvalSetListView,
+    RunCheckpointsWithScoresView,
     RunGenerationsView,
+    RunHumanEvalView,
 )
 from controlplane.limits import MAX_BIGINT
 from controlplane.metrics.api import MetricKeysView, MetricsQueryView, MetricsView
@@ -90,7 +100,8 @@ api_v1 = [
     path("runs/<id:run_id>/metrics/keys", MetricKeysView.as_view()),
     path("metrics/query", MetricsQueryView.as_view()),
     path("runs/<id:run_id>/samples", RunSamplesView.as_view()),
-    path("runs/<id:run_id>/checkpoints", RunCheckpointsView.as_view()),
+    path("runs/<id:run_id>/checkpoints", RunCheckpointsWithScoresView.as_view()),
+    path("runs/<id:run_id>/human-eval", RunHumanEvalView.as_view()),
     path("runs/<id:run_id>/artifacts", RunArtifactsView.as_view()),
     path("runs/<id:run_id>/artifacts/download", RunArtifactDownloadView.as_view()),
     path("checkpoints", CheckpointListView.as_view()),
@@ -106,6 +117,12 @@ api_v1 = [
     path("evals/<id:eval_id>/generations", EvalGenerationsView.as_view()),
     path("battles/<uuid:battle_id>", BattleDetailView.as_view()),
     path("battles/<uuid:battle_id>/votes", BattleVoteView.as_view()),
+    path("chats", ChatListView.as_view()),
+    path("chats/<id:session_id>", ChatDetailView.as_view()),
+    path("chats/<id:session_id>/messages", ChatMessagesView.as_view()),
+    path("runs/<id:run_id>/chat/next", RunChatNextView.as_view()),
+    path("runs/<id:run_id>/chat/<id:message_id>/tokens", RunChatTokensView.as_view()),
+    path("runs/<id:run_id>/chat/<id:message_id>/done", RunChatDoneView.as_view()),
 ]
 
 urlpatterns = [

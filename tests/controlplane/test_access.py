@@ -38,6 +38,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from controlplane.artifacts.services import artifact_upload
 from controlplane.asgi import application, websocket_urlpatterns
+from controlplane.chat import services as chat_services
+from controlplane.checkpoints.models import Checkpoint
 from controlplane.evals import battles as eval_battles
 from controlplane.evals import services as eval_services
 from controlplane.evals.models import Eval, Serving
@@ -106,8 +108,12 @@ RUNS_READ: Rule = {**TEAM_READ, P.FOREIGN_TOKEN: 403, P.OWN_TOKEN: 403}
 # Judging an eval's battles: members and admins; viewers only where their team allows it (the
 # world's team does not).
 VOTE: Rule = {**TEAM_READ, P.VIEWER: 403}
+# A run's reads that only people make: its own token is refused (403), another run's sees nothing (404).
+RUN_PEOPLE: Rule = {**RUN_READ, P.OWN_TOKEN: 403}
 # What the generation run generates: its own token only; a person's token may not forge it.
 GENERATIONS_WRITE: Rule = {**RUN_WRITE, P.MEMBER: 403, P.ADMIN: 403}
+# A chat's live feed: the team's people; a run token reads only its own run, and a chat is none.
+CHAT_WATCH: Rule = {**TEAM_READ, P.FOREIGN_TOKEN: 404, P.OWN_TOKEN: 404}
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,7 @@ class Call:
     csrf: bool = False
     ended: bool = False  # the fresh run has SUCCEEDED (its token keeps the grace period)
     generation: bool = False  # {run} is the generation run of a GENERATING eval, with its token
+    chat: bool = False  # {run} is the chat server of {chat}, with its token; {message} its reply streaming
 
 
 RUN = "/api/v1/runs/{run}"
@@ -196,6 +203,8 @@ ROUTES: dict[tuple[str, str], Call] = {
         RUN_WRITE, (201,), RUN + "/checkpoints", {"step": 1, "uri": "file:///ckpt/1"}, fresh=True
     ),
     ("api/v1/checkpoints", "GET"): Call(SIGNED_IN, (200,), "/api/v1/checkpoints"),
+    # People's view of the run's checkpoints: the job has no use for it.
+    ("api/v1/runs/<id:run_id>/human-eval", "GET"): Call(RUN_PEOPLE, (200,), RUN + "/human-eval"),
     # MLflow's tracking API: the same rules in MLflow's error codes.
     (f"{ML[1:]}/experiments/create", "POST"): Call(
         TEAM_WRITE, (200,), ML + "/experiments/create", {"name": "lab/exp-{n}"}, fresh=True
@@ -299,6 +308,30 @@ ROUTES: dict[tuple[str, str], Call] = {
     ),
     # The live websocket: whoever may read the run.
     ("ws/runs/<int:run_id>/", "WEBSOCKET"): Call(RUN_READ, (200,), "/ws/runs/{run}/"),
+    # An eval's live events: whoever may read the eval (a run token: 4403, as REST's 403).
+    ("ws/evals/<int:eval_id>/", "WEBSOCKET"): Call(TEAM_READ, (200,), "/ws/evals/{eval}/"),
+    # Chats (controlplane.chat): {chat} has a reply {message} that its server {run} (chat=True) streams.
+    ("api/v1/chats", "GET"): Call(SIGNED_IN, (200,), "/api/v1/chats"),
+    ("api/v1/chats", "POST"): Call(TEAM_WRITE, (201,), "/api/v1/chats", {"checkpoint": "{checkpoint}"}),
+    ("api/v1/chats/<id:session_id>", "GET"): Call(TEAM_READ, (200,), "/api/v1/chats/{chat}"),
+    ("api/v1/chats/<id:session_id>/messages", "POST"): Call(
+        TEAM_WRITE, (201,), "/api/v1/chats/{chat}/messages", {"text": "hello"}
+    ),
+    # The chat server's side: its own token only, as the generation run's.
+    ("api/v1/runs/<id:run_id>/chat/next", "POST"): Call(
+        GENERATIONS_WRITE, (200, 204), RUN + "/chat/next", {"wait_s": 0}, chat=True
+    ),
+    ("api/v1/runs/<id:run_id>/chat/<id:message_id>/tokens", "POST"): Call(
+        GENERATIONS_WRITE, (204,), RUN + "/chat/{message}/tokens", {"text": "t"}, chat=True
+    ),
+    ("api/v1/runs/<id:run_id>/chat/<id:message_id>/done", "POST"): Call(
+        GENERATIONS_WRITE,
+        (200,),
+        RUN + "/chat/{message}/done",
+        {"text": "t", "tokens": 1, "ttft_ms": 1.0, "tokens_per_s": 1.0},
+        chat=True,
+    ),
+    ("ws/chats/<int:session_id>/", "WEBSOCKET"): Call(CHAT_WATCH, (200,), "/ws/chats/{chat}/"),
 }
 
 
@@ -372,6 +405,7 @@ class World:
     run: Run
     evals: dict[str, str] = field(default_factory=dict)  # the evals' template values
     generation: tuple[Run, str] | None = None  # a GENERATING eval's run and its token
+    chat_server: tuple[Run, str] | None = None  # a chat's server run and its token
     counter: list[int] = field(default_factory=lambda: [0])
 
     def fresh(self) -> int:
@@ -415,6 +449,7 @@ def world(db: Any, settings: Any, artifacts_dir: Any) -> Iterator[World]:
     tokens[P.FOREIGN_TOKEN] = new_run(world)[1]
     artifact_upload(run=world.run, path="notes.txt", body=io.BytesIO(b"notes"), declared_length=5)
     _evals(world)
+    _chats(world)
     yield world
     # Appends commit, so this process' merger rolls them up a moment later: wait for it before
     # the database is emptied (they would deadlock).
@@ -462,8 +497,20 @@ def _evals(world: World) -> None:
     }
 
 
+def _chats(world: World) -> None:
+    """A checkpoint of the world's run; a chat with it whose reply its server is streaming."""
+    admin = world.people[P.ADMIN]
+    checkpoint = Checkpoint.objects.create(run=world.run, step=7, uri="/models/step-7")
+    session = chat_services.chat_session_create(user=admin, checkpoint=checkpoint.id)
+    _, reply = chat_services.chat_message_send(user=admin, session=session, text="hi")
+    assert reply.server_run is not None
+    assert chat_services.chat_next(run=reply.server_run, wait_s=0) is not None
+    world.chat_server = (reply.server_run, run_token_for(reply.server_run))
+    world.evals.update(checkpoint=str(checkpoint.id), chat=str(session.id), message=str(reply.id))
+
+
 def _fill(template: Any, values: dict[str, str]) -> Any:
-    if template in ("{run}", "{set}", "{prompt}"):
+    if template in ("{run}", "{set}", "{prompt}", "{checkpoint}"):
         return int(values[template[1:-1]])  # an id in a JSON body is a number
     if isinstance(template, str):
         return template.format(**values)
@@ -480,6 +527,9 @@ def _target(world: World, persona: P, call: Call) -> tuple[dict[str, str], str |
     if call.generation:
         assert world.generation is not None
         run, own = world.generation
+    if call.chat:
+        assert world.chat_server is not None
+        run, own = world.chat_server
     if call.ended:
         attempt = run.attempts.get().id
         lifecycle.transition(attempt, [RunStatus.QUEUED], RunStatus.RUNNING)
@@ -529,8 +579,9 @@ async def _websocket(path: str, token: str | None) -> int:
     ws = WebsocketCommunicator(application, path, headers=headers)
     connected, code = await ws.connect()
     await ws.disconnect()
-    # A refused handshake carries the consumer's close code: 4401 unauthenticated, 4404 not found.
-    return 200 if connected else {4401: 401, 4404: 404}.get(code, code)
+    # A refused handshake carries the consumer's close code: 4401 unauthenticated, 4403 forbidden,
+    # 4404 not found.
+    return 200 if connected else {4401: 401, 4403: 403, 4404: 404}.get(code, code)
 
 
 def call(method: str, path: str, body: Any, token: str | None, csrf: bool = False) -> int:
@@ -543,7 +594,8 @@ def database_state() -> str:
     """A digest of every row of Barrel's own tables: what a refused call must leave alone."""
     digest = hashlib.sha256()
     for model in apps.get_models():
-        if model._meta.app_label not in ("teams", "runs", "metrics", "checkpoints", "tracking", "evals", "auth"):
+        labels = ("teams", "runs", "metrics", "checkpoints", "tracking", "evals", "chat", "auth")
+        if model._meta.app_label not in labels:
             continue
         rows = model._default_manager.order_by("pk").values()
         for row in rows:

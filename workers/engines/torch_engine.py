@@ -10,7 +10,7 @@ same function.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,6 +111,44 @@ def sample(
     return Sampled(responses, logprobs, truncated)
 
 
+@torch.no_grad()
+def stream_tokens(
+    model: Any,
+    prompt: Sequence[int],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    eos_id: int,
+    generator: torch.Generator | None = None,
+) -> Iterator[int]:
+    """Sample one continuation of ``prompt`` and yield each token id as soon as it is chosen.
+
+    For chat: one sequence, no padding, no log-probs kept. It is a loop of its own rather than a
+    hook in :func:`sample`, so nothing RL rollouts compute changes. The EOS token ends the stream
+    and is not yielded.
+    """
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    step_ids = torch.tensor([list(prompt)], dtype=torch.long, device=device)
+    cache = DynamicCache()
+    cache_kw = _cache_keyword(model)
+    greedy = temperature <= 0.0
+    scale = 1.0 if greedy else temperature
+    for _ in range(max_new_tokens):
+        out = model(input_ids=step_ids, use_cache=True, **{cache_kw: cache})
+        logits = out.logits[:, -1, :].float()
+        if greedy:
+            nxt = logits.argmax(dim=-1)
+        else:
+            nxt = torch.multinomial(torch.softmax(logits / scale, dim=-1), 1, generator=generator).squeeze(-1)
+        token = int(nxt.item())
+        if token == eos_id:
+            return
+        yield token
+        step_ids = nxt[:, None]
+
+
 class TorchEngine:
     """Implements :class:`workers.engines.base.RolloutEngine` with transformers + torch."""
 
@@ -147,6 +185,27 @@ class TorchEngine:
             groups.append(group)
         self.book.generated(started, sum(len(r) for r in out.responses))
         return groups
+
+    def stream(self, prompt: Sequence[int], sampling: SamplingSpec) -> Iterator[int]:
+        """One response to ``prompt``, token by token (``sampling.n`` is ignored: chat wants one)."""
+        generator = None
+        if sampling.seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
+        started = self.book.begin()
+        count = 0
+        try:
+            for token in stream_tokens(
+                self.model,
+                prompt,
+                max_new_tokens=sampling.max_new_tokens,
+                temperature=sampling.temperature,
+                eos_id=self.eos_id,
+                generator=generator,
+            ):
+                count += 1
+                yield token
+        finally:
+            self.book.generated(started, count)
 
     def load_weights(self, state: Mapping[str, Any], version: int) -> None:
         started = self.book.begin()

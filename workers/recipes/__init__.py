@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workers.recipes.base import RecipeConfig
+from workers.recipes.chat.config import ChatConfig
 from workers.recipes.generate.config import GenerateConfig
 from workers.recipes.grpo.config import GRPOConfig
 from workers.recipes.smoke.config import SmokeConfig
@@ -54,6 +55,13 @@ RECIPES: dict[str, RecipeSpec] = {
             "posted to the eval for blind battles: torch on CPU, vLLM on a GPU.",
             config_model=GenerateConfig,
             runner="workers.recipes.generate.run:run",
+        ),
+        RecipeSpec(
+            name="chat",
+            description="One model in a Ray actor answering chat messages token by token, until idle; "
+            "started by the control plane on a chat's first message.",
+            config_model=ChatConfig,
+            runner="workers.recipes.chat.run:run",
         ),
     ]
 }

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
-from workers.recipes.generate.config import GenerateConfig
+
+class Placeable(Protocol):
+    """What placement reads of a config (the generate and chat recipes' both have it)."""
+
+    @property
+    def engine(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def num_cpus(self) -> float: ...
+    @property
+    def num_gpus(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -21,7 +33,7 @@ class Placement:
         return {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
 
 
-def plan_placement(config: GenerateConfig, cluster: Mapping[str, float], free: Mapping[str, float]) -> Placement:
+def plan_placement(config: Placeable, cluster: Mapping[str, float], free: Mapping[str, float]) -> Placement:
     """The device and the reservation, checked against the cluster.
 
     1. ``device: auto`` generates on a GPU when ``num_gpus`` of them are free now (a training run

@@ -1,0 +1,1 @@
+"""The chat recipe: one checkpoint loaded in a Ray actor, answering chat messages token by token."""
