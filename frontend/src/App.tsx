@@ -1,8 +1,15 @@
 import { Route, Routes } from "react-router";
 
 import { Layout } from "./components/Layout";
+import { ChatPage } from "./pages/chat/ChatPage";
+import { ChatSessionPage } from "./pages/chat/ChatSessionPage";
 import { EvalPage } from "./pages/evals/EvalPage";
+import { EvalSetPage } from "./pages/evals/EvalSetPage";
+import { EvalSetsPage } from "./pages/evals/EvalSetsPage";
 import { EvalsPage } from "./pages/evals/EvalsPage";
+import { EvalResponsesPage } from "./pages/evals/GenerationsPanel";
+import { NewEvalPage } from "./pages/evals/NewEvalPage";
+import { NewEvalSetPage } from "./pages/evals/NewEvalSetPage";
 import { VotePage } from "./pages/evals/VotePage";
 import { LoginPage } from "./pages/login/LoginPage";
 import { MlflowLinkPage } from "./pages/mlflow/MlflowLinkPage";
@@ -24,6 +31,13 @@ export function App() {
         <Route path="evals" element={<EvalsPage />} />
         <Route path="evals/:id" element={<EvalPage />} />
         <Route path="evals/:id/vote" element={<VotePage />} />
+        <Route path="evals/new" element={<NewEvalPage />} />
+        <Route path="evals/:id/responses" element={<EvalResponsesPage />} />
+        <Route path="eval-sets" element={<EvalSetsPage />} />
+        <Route path="eval-sets/new" element={<NewEvalSetPage />} />
+        <Route path="eval-sets/:id" element={<EvalSetPage />} />
+        <Route path="chat" element={<ChatPage />} />
+        <Route path="chat/:id" element={<ChatSessionPage />} />
         <Route path="*" element={<NotFound />} />
       </Route>
     </Routes>

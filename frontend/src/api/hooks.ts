@@ -22,6 +22,7 @@ import {
   type MetricKeysResponse,
   type MetricsResponse,
   type RunDetail,
+  type RunHumanEval,
   type RunListParams,
   type RunPage,
   type SamplePage,
@@ -34,6 +35,15 @@ import {
   type Team,
   type VoteRequest,
   type VoteResult,
+  type EvalCreateRequest,
+  type EvalSetCreateRequest,
+  type EvalSetDetail,
+  type EvalSetImported,
+  type EvalSetImportRequest,
+  type EvalSetPage,
+  type GenerationPage,
+  type ProjectPage,
+  type TeamPage,
 } from "./types";
 
 /** Server-side downsampling bound per series. */
@@ -152,6 +162,18 @@ export function useCheckpoints(runId: number) {
   });
 }
 
+/** How often a run page asks again for its human scores while the eval behind them is open:
+ * votes move them, and no event announces a vote to the run's page. */
+export const HUMAN_EVAL_REFETCH_MS = 30_000;
+
+export function useRunHumanEval(runId: number) {
+  return useQuery({
+    queryKey: queryKeys.humanEval(runId),
+    queryFn: ({ signal }) => apiRequest<RunHumanEval>(`/runs/${runId}/human-eval`, { signal }),
+    refetchInterval: (query) => (query.state.data?.eval?.status === "OPEN" ? HUMAN_EVAL_REFETCH_MS : false),
+  });
+}
+
 // ---------------------------------------------------------------- artifacts
 
 /** One directory of a run's artifacts. No event announces a new artifact: a short staleness,
@@ -242,11 +264,16 @@ export function useEvals() {
   });
 }
 
-export function useEval(evalId: number) {
+/**
+ * An eval. `poll`: refetch while it changes (GENERATING, OPEN); the eval page turns it off
+ * while its websocket is live, since the socket's messages patch this entry.
+ */
+export function useEval(evalId: number, { poll = true }: { poll?: boolean } = {}) {
   return useQuery({
     queryKey: queryKeys.evalDetail(evalId),
     queryFn: ({ signal }) => apiRequest<Eval>(`/evals/${evalId}`, { signal }),
     refetchInterval: (query) => {
+      if (!poll) return false;
       const status = query.state.data?.status;
       if (status === "GENERATING") return EVAL_GENERATING_REFETCH_MS;
       return status === "OPEN" ? RANKING_REFETCH_MS : false;
@@ -254,12 +281,13 @@ export function useEval(evalId: number) {
   });
 }
 
-export function useRanking(evalId: number, enabled: boolean, live: boolean) {
+/** The ranking; `poll`: refetch as votes arrive (off while the eval's websocket pushes it). */
+export function useRanking(evalId: number, enabled: boolean, poll: boolean) {
   return useQuery({
     queryKey: queryKeys.ranking(evalId),
     queryFn: ({ signal }) => apiRequest<Ranking>(`/evals/${evalId}/ranking`, { signal }),
     enabled,
-    refetchInterval: live ? RANKING_REFETCH_MS : false,
+    refetchInterval: poll ? RANKING_REFETCH_MS : false,
   });
 }
 
@@ -303,5 +331,97 @@ export function useVote(evalId: number) {
     onSuccess: () => {
       void queryClient.invalidateQueries({ queryKey: queryKeys.eval(evalId) });
     },
+  });
+}
+
+// ---------------------------------------------------------------- eval sets, new evals, published responses
+
+/** Enough for a form's pickers; a team has a handful of teams and projects, not hundreds. */
+export const PICKER_LIMIT = 200;
+
+export function useTeams() {
+  return useQuery({
+    queryKey: queryKeys.teams,
+    queryFn: ({ signal }) => apiRequest<TeamPage>("/teams", { query: { limit: PICKER_LIMIT }, signal }),
+    staleTime: 60_000,
+  });
+}
+
+/** The projects of one team (by slug); nothing is asked before a team is chosen. */
+export function useProjects(team: string | undefined) {
+  return useQuery({
+    queryKey: queryKeys.projects(team ?? ""),
+    queryFn: ({ signal }) =>
+      apiRequest<ProjectPage>("/projects", { query: { team, limit: PICKER_LIMIT }, signal }),
+    enabled: Boolean(team),
+    staleTime: 30_000,
+  });
+}
+
+export function useEvalSets() {
+  return useQuery({
+    queryKey: queryKeys.evalSetLists,
+    queryFn: ({ signal }) => apiRequest<EvalSetPage>("/eval-sets", { query: { limit: PICKER_LIMIT }, signal }),
+  });
+}
+
+export function useEvalSet(setId: number | undefined) {
+  return useQuery({
+    queryKey: queryKeys.evalSet(setId ?? -1),
+    queryFn: ({ signal }) => apiRequest<EvalSetDetail>(`/eval-sets/${setId}`, { signal }),
+    enabled: setId !== undefined,
+  });
+}
+
+/** A new set, with its prompts in the same request: a bad line refuses the whole set (one transaction). */
+export function useCreateEvalSet() {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: (body: EvalSetCreateRequest) =>
+      apiRequest<EvalSetDetail>("/eval-sets", { method: "POST", body }),
+    onSuccess: (created) => {
+      queryClient.setQueryData(queryKeys.evalSet(created.id), created);
+      void queryClient.invalidateQueries({ queryKey: queryKeys.evalSetLists });
+    },
+  });
+}
+
+/** Append prompts to a set: all of the lines, or none when one is bad. */
+export function useImportEvalSet(setId: number) {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: (body: EvalSetImportRequest) =>
+      apiRequest<EvalSetImported>(`/eval-sets/${setId}/import`, { method: "POST", body }),
+    onSuccess: () => {
+      void queryClient.invalidateQueries({ queryKey: queryKeys.evalSet(setId) });
+      void queryClient.invalidateQueries({ queryKey: queryKeys.evalSetLists });
+    },
+  });
+}
+
+export function useCreateEval() {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: (body: EvalCreateRequest) => apiRequest<Eval>("/evals", { method: "POST", body }),
+    onSuccess: (created) => {
+      queryClient.setQueryData(queryKeys.evalDetail(created.id), created);
+      void queryClient.invalidateQueries({ queryKey: queryKeys.evalLists });
+    },
+  });
+}
+
+/**
+ * One page of a CLOSED eval's responses with their candidates. Never asked while the eval is
+ * open (`enabled`): the server would answer 409, and the page must not even try to name models.
+ */
+export function useGenerations(evalId: number, offset: number, limit: number, enabled: boolean) {
+  return useQuery({
+    queryKey: queryKeys.generations(evalId, offset, limit),
+    queryFn: ({ signal }) =>
+      apiRequest<GenerationPage>(`/evals/${evalId}/generations`, { query: { offset, limit }, signal }),
+    enabled,
+    placeholderData: keepPreviousData,
+    // A closed eval's responses never change.
+    staleTime: Number.POSITIVE_INFINITY,
   });
 }

@@ -14,6 +14,7 @@ export const queryKeys = {
   metricSeries: (runId: number) => ["run", runId, "metric-series"] as const,
   samples: (runId: number) => ["run", runId, "samples"] as const,
   checkpoints: (runId: number) => ["run", runId, "checkpoints"] as const,
+  humanEval: (runId: number) => ["run", runId, "human-eval"] as const,
   artifacts: (runId: number, path: string) => ["run", runId, "artifacts", path] as const,
   /** Keyed by size too: an artifact logged again under its path is fetched anew. */
   artifactText: (runId: number, path: string, size: number | null) =>
@@ -24,4 +25,12 @@ export const queryKeys = {
   eval: (evalId: number) => ["eval", evalId] as const,
   evalDetail: (evalId: number) => ["eval", evalId, "detail"] as const,
   ranking: (evalId: number) => ["eval", evalId, "ranking"] as const,
+  /** A CLOSED eval's published responses, one page at a time. */
+  generations: (evalId: number, offset: number, limit: number) =>
+    ["eval", evalId, "generations", offset, limit] as const,
+  /** The caller's teams, each with the caller's role. */
+  teams: ["teams"] as const,
+  projects: (team: string) => ["projects", team] as const,
+  evalSetLists: ["eval-sets"] as const,
+  evalSet: (setId: number) => ["eval-set", setId] as const,
 };

@@ -41,6 +41,64 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/chats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Chats of your teams, newest first */
+        get: operations["chats_list"];
+        put?: never;
+        /**
+         * Start a chat with a checkpoint (or a model directory from outside: project, uri, label)
+         * @description Members and admins; a viewer gets 403. The model is loaded on the first message.
+         */
+        post: operations["chats_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/chats/{session_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A chat with its messages and its server's state */
+        get: operations["chats_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/chats/{session_id}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a message; the reply streams over ws/chats/{id}/ (a server is started if none runs)
+         * @description Members and admins; viewers read chats only (403).
+         */
+        post: operations["chats_messages_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/checkpoints": {
         parameters: {
             query?: never;
@@ -212,7 +270,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The ranking: Bradley-Terry scores with 95 % bootstrap intervals, win rates, agreement */
+        /**
+         * The ranking: Bradley-Terry scores with 95 % bootstrap intervals, win rates, agreement
+         * @description Served from a cache kept current as votes arrive (and pushed as `ranking.updated` on ws/evals/{id}/); computed on the spot when a vote is newer than the cache.
+         */
         get: operations["evals_ranking_retrieve"];
         put?: never;
         post?: never;
@@ -372,6 +433,60 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/runs/{run_id}/chat/{message_id}/done": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The chat server finishes a reply: its whole text and figures (its own token only) */
+        post: operations["runs_chat_done_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/{run_id}/chat/{message_id}/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The chat server streams a reply's next text to its chat's watchers (its own token only) */
+        post: operations["runs_chat_tokens_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/{run_id}/chat/next": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The chat server takes the next message to its model (its own token; waits up to wait_s)
+         * @description A long poll: answers as soon as a message waits, 204 after wait_s (at most 20 s) without one. 404 unless the run is a chat server; 409 once it ended.
+         */
+        post: operations["runs_chat_next_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/runs/{run_id}/checkpoints": {
         parameters: {
             query?: never;
@@ -379,10 +494,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Checkpoints of a run, newest step first */
+        /**
+         * Checkpoints of a run, newest step first, with their human score and proxy reward
+         * @description GET /runs/{id}/checkpoints served here, above the checkpoints app: each checkpoint carries
+         *     its human score and the proxy reward at its step. A run token (the job) gets neither: its
+         *     reads must not wait on a ranking.
+         */
         get: operations["runs_checkpoints_list"];
         put?: never;
-        /** Register a checkpoint the job saved (idempotent on run and step) */
+        /**
+         * Register a checkpoint the job saved (idempotent on run and step)
+         * @description GET /runs/{id}/checkpoints served here, above the checkpoints app: each checkpoint carries
+         *     its human score and the proxy reward at its step. A run token (the job) gets neither: its
+         *     reads must not wait on a ranking.
+         */
         post: operations["runs_checkpoints_create"];
         delete?: never;
         options?: never;
@@ -438,6 +563,23 @@ export interface paths {
          * @description Idempotent on (candidate, prompt, sample): a retry overwrites. 409 unless the run's eval is GENERATING.
          */
         post: operations["runs_generations_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/{run_id}/human-eval": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A run's checkpoints as people ranked them, beside the proxy reward, and the reward-hacking warning */
+        get: operations["runs_human_eval_retrieve"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -723,6 +865,118 @@ export interface components {
             text: string;
             reference: string;
         };
+        ChatCreateRequest: {
+            /** @description A checkpoint of your team's runs. */
+            checkpoint?: number;
+            /** @description Without a checkpoint: the project the chat belongs to (id or 'team/project'). */
+            project?: number | string;
+            /** @description Without a checkpoint: a model directory. */
+            uri?: string;
+            label?: string;
+        };
+        ChatDoneInRequest: {
+            text: string;
+            tokens: number;
+            /** Format: double */
+            ttft_ms: number;
+            /** Format: double */
+            tokens_per_s: number;
+        };
+        ChatJob: {
+            /** @description The reply to write. */
+            message: number;
+            session: number;
+            /** @description The conversation so far, oldest first, ending on the user's turn. */
+            turns: components["schemas"]["ChatTurn"][];
+        };
+        ChatMessage: {
+            readonly id: number;
+            role: components["schemas"]["ChatRoleEnum"];
+            text: string;
+            status: components["schemas"]["ChatMessageStatusEnum"];
+            failure_reason: string;
+            readonly author: string | null;
+            readonly server_run: number | null;
+            tokens: number | null;
+            ttft_ms: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            tokens_per_s: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            started_at: string | null;
+            /** Format: date-time */
+            finished_at: string | null;
+        };
+        ChatMessageInRequest: {
+            text: string;
+        };
+        /**
+         * @description * `PENDING` - Pending
+         *     * `STREAMING` - Streaming
+         *     * `DONE` - Done
+         *     * `FAILED` - Failed
+         * @enum {string}
+         */
+        ChatMessageStatusEnum: "PENDING" | "STREAMING" | "DONE" | "FAILED";
+        ChatNextInRequest: {
+            /**
+             * Format: double
+             * @default 20
+             */
+            wait_s: number;
+        };
+        /**
+         * @description * `user` - User
+         *     * `assistant` - Assistant
+         * @enum {string}
+         */
+        ChatRoleEnum: "user" | "assistant";
+        ChatSent: {
+            /** @description Yours, as stored. */
+            message: components["schemas"]["ChatMessage"];
+            /** @description The reply, PENDING: it streams over ws/chats/{id}/. */
+            reply: components["schemas"]["ChatMessage"];
+        };
+        ChatServer: {
+            run: number;
+            status: string;
+            /** @description What the server waits for on the Ray cluster, if anything. */
+            waiting_for: string;
+        };
+        ChatSession: {
+            readonly id: number;
+            readonly project: components["schemas"]["Project"];
+            label: string;
+            readonly checkpoint: number | null;
+            readonly run: number | null;
+            readonly step: number | null;
+            uri: string;
+            readonly created_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+        };
+        ChatSessionDetail: {
+            readonly id: number;
+            readonly project: components["schemas"]["Project"];
+            label: string;
+            readonly checkpoint: number | null;
+            readonly run: number | null;
+            readonly step: number | null;
+            uri: string;
+            readonly created_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            readonly messages: components["schemas"]["ChatMessage"][];
+            /** @description The chat server run the open reply waits on (else the model's live one); null when none. */
+            readonly server: components["schemas"]["ChatServer"] | null;
+        };
+        ChatTokensInRequest: {
+            text: string;
+        };
+        ChatTurn: {
+            role: string;
+            text: string;
+        };
         Checkpoint: {
             readonly id: number;
             readonly run: number;
@@ -744,6 +998,17 @@ export interface components {
             /** Format: int64 */
             weight_version?: number | null;
             metrics?: unknown;
+        };
+        CheckpointScore: {
+            checkpoint: number;
+            step: number;
+            label: string;
+            score: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            ci_low: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            ci_high: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            rank: number | null;
+            battles: number;
+            proxy_reward: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
         };
         /**
          * @description * `a` - A
@@ -830,6 +1095,11 @@ export interface components {
             text: string;
             reference: string;
             tags: string[];
+        };
+        EvalRef: {
+            id: number;
+            name: string;
+            status: components["schemas"]["EvalStatusEnum"];
         };
         EvalSet: {
             readonly id: number;
@@ -923,11 +1193,48 @@ export interface components {
             engine?: components["schemas"]["GenerationEngineEnum"];
             device?: components["schemas"]["DeviceEnum"];
         };
+        HackingWarning: {
+            earlier: components["schemas"]["CheckpointScore"];
+            later: components["schemas"]["CheckpointScore"];
+            /** @description The earlier checkpoint's score minus the later's. */
+            score_drop: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Lower end of the drop's corrected 95 % interval (above 0). */
+            drop_low: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Upper end of the drop's corrected 95 % interval. */
+            drop_high: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description The later checkpoint's proxy reward minus the earlier's. */
+            reward_rise: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Pairs of checkpoints over which the reward rose, each a test: the 5 % level and the interval are corrected for them (Bonferroni). */
+            pairs: number;
+            message: string;
+        };
+        HumanScore: {
+            /** @description The eval the score comes from (scores of different evals do not compare). */
+            eval: number;
+            /** @description Arena's scale: 1000 + 400 x log10 strength. */
+            score: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description 2.5 % bootstrap percentile. */
+            ci_low: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description 97.5 % bootstrap percentile. */
+            ci_high: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description 1 + candidates surely better (intervals apart). */
+            rank: number | null;
+            /** @description Votes the checkpoint took part in. */
+            battles: number;
+        };
         Imported: {
             /** @description Prompts added by this import. */
             imported: number;
             /** @description Prompts in the set now. */
             prompt_count: number;
+        };
+        LengthControlled: {
+            /** @description The votes this view was fitted on. It is refitted after the ranking (it is the slow part), so during a burst of votes it may trail the ranking's `votes`; it never claims votes it has not seen. */
+            votes: number;
+            /** @description How much the voters favour the longer response, in log10 odds for a response that is all the length (0: not at all; Arena points: x 400); null before the first vote. */
+            beta: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description The ranking with that preference taken out, best first; the same fields as `rows`. */
+            rows: components["schemas"]["RankingRow"][];
         };
         LoginRequest: {
             username: string;
@@ -1030,6 +1337,21 @@ export interface components {
         NameEnum: "arithmetic";
         /** @enum {string} */
         OpsEnum: "+" | "-" | "*";
+        PaginatedChatSessionList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["ChatSession"][];
+        };
         PaginatedCheckpointList: {
             /** @example 123 */
             count: number;
@@ -1192,6 +1514,8 @@ export interface components {
             alpha: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
             /** @description Voters who vote unlike the rest; null unless you created the eval or admin its team. */
             flagged_voters: string[] | null;
+            /** @description Length-controlled scores: Bradley-Terry with the sides' token counts as a covariate (Arena's style control, f = (len_a - len_b) / (len_a + len_b + 1)), so a candidate that wins votes by writing more does not rank for it. Computed in the background after each vote; null until first computed, and from `length_controlled.votes` votes, which may trail `votes` for a few seconds. */
+            length_controlled: components["schemas"]["LengthControlled"] | null;
         };
         RankingRow: {
             label: string;
@@ -1307,6 +1631,101 @@ export interface components {
              * @description A local Hugging Face model directory (a Barrel checkpoint's uri or an external path), visible to the node the generation runs on; file:// is accepted.
              */
             uri: string;
+        };
+        /**
+         * ChatConfig
+         * @description Serve chat replies of one model until no message has come for ``idle_s`` seconds.
+         */
+        RecipeChatConfig: {
+            /**
+             * Seed
+             * @description Random seed. When omitted, the control plane picks one and records it on the attempt.
+             * @default null
+             */
+            seed: number | null;
+            /**
+             * Uri
+             * @description A local Hugging Face model directory (a Barrel checkpoint's uri or an external path), visible to the node the server runs on; file:// is accepted.
+             */
+            uri: string;
+            /**
+             * Idle S
+             * @description Exit (SUCCEEDED) after this long without a message.
+             * @default 300
+             */
+            idle_s: number;
+            /**
+             * Poll S
+             * @description How long one ask for the next message waits.
+             * @default 20
+             */
+            poll_s: number;
+            /**
+             * Max New Tokens
+             * @description Reply length limit, in tokens.
+             * @default 128
+             */
+            max_new_tokens: number;
+            /**
+             * Temperature
+             * @description Sampling temperature; 0 is greedy.
+             * @default 0.7
+             */
+            temperature: number;
+            /**
+             * Flush S
+             * @description Post the reply's new text at least this often while it streams.
+             * @default 0.05
+             */
+            flush_s: number;
+            /**
+             * Flush Tokens
+             * @description ...or as soon as this many tokens wait.
+             * @default 8
+             */
+            flush_tokens: number;
+            /**
+             * Engine
+             * @description auto: vLLM on a GPU when vLLM is installed, else torch (transformers). vLLM sends a reply in one piece: its offline engine does not stream.
+             * @default auto
+             */
+            engine: components["schemas"]["GenerationEngineEnum"];
+            /**
+             * Device
+             * @description auto: a GPU when the Ray cluster has one free, else CPU.
+             * @default auto
+             */
+            device: components["schemas"]["DeviceEnum"];
+            /**
+             * Dtype
+             * @description Precision of the loaded model; auto: float32 on CPU, bfloat16 on a GPU.
+             * @default auto
+             */
+            dtype: components["schemas"]["RecipeGenerateConfigDtypeEnum"];
+            /**
+             * Num Cpus
+             * @description Ray CPUs the model's actor reserves.
+             * @default 1
+             */
+            num_cpus: number;
+            /**
+             * Num Gpus
+             * @description Ray GPUs the model's actor reserves when it runs on GPUs.
+             * @default 1
+             */
+            num_gpus: number;
+            /**
+             * Threads
+             * @description torch threads of the model's actor on CPU.
+             * @default 1
+             */
+            threads: number;
+            /**
+             * Gpu Memory Utilization
+             * @description vllm: fraction of GPU memory.
+             * @default 0.5
+             */
+            gpu_memory_utilization: number;
         };
         /** CheckpointConfig */
         RecipeCheckpointConfig: {
@@ -1750,6 +2169,25 @@ export interface components {
          * @enum {string}
          */
         RoleEnum: "viewer" | "member" | "admin";
+        /** @description A checkpoint with what people and the reward made of it (GET /runs/{id}/checkpoints). */
+        RunCheckpoint: {
+            readonly id: number;
+            readonly run: number;
+            /** Format: uuid */
+            readonly attempt: string | null;
+            /** Format: int64 */
+            step: number;
+            uri: string;
+            /** Format: int64 */
+            weight_version: number | null;
+            metrics: unknown;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** @description Its score in the eval of /runs/{id}/human-eval; null when no eval you can see ranked it. */
+            readonly human: components["schemas"]["HumanScore"] | null;
+            /** @description Mean of reward/mean over the second half of the steps since the previous checkpoint. */
+            readonly proxy_reward: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+        };
         RunCloneRequest: {
             /** @default  */
             name: string;
@@ -1792,6 +2230,15 @@ export interface components {
             cloned_from: number | null;
             readonly attempts: components["schemas"]["Attempt"][];
         };
+        RunHumanEval: {
+            /** @description Of the evals you can see that ranked this run's checkpoints, the one that ranked most of them. */
+            eval: components["schemas"]["EvalRef"] | null;
+            votes: number;
+            /** @description Ascending step. */
+            checkpoints: components["schemas"]["CheckpointScore"][];
+            /** @description Set when the proxy reward rose between two checkpoints while the human score fell significantly (5 %, corrected for the pairs compared): the reward may be hacked. */
+            warning: components["schemas"]["HackingWarning"] | null;
+        };
         RunMetricSeries: {
             /** @description Raw points in the requested range. */
             count: number;
@@ -1811,6 +2258,14 @@ export interface components {
             checkpoint?: number;
         };
         RunSubmitRequest: {
+            /** @description Project id, or 'team-slug/project-name' (created if missing). */
+            project: number | string;
+            /** @default  */
+            name: string;
+            recipe: string;
+            config?: components["schemas"]["RecipeChatConfig"];
+            tags?: string[];
+        } | {
             /** @description Project id, or 'team-slug/project-name' (created if missing). */
             project: number | string;
             /** @default  */
@@ -2130,6 +2585,235 @@ export interface operations {
             };
             /** @description In conflict with the object's state (such as a run that has ended). */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chats_list: {
+        parameters: {
+            query?: {
+                /** @description Only chats with it */
+                checkpoint?: number;
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedChatSessionList"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chats_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ChatCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatSessionDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chats_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatSessionDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chats_messages_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatMessageInRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatSent"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3421,6 +4105,224 @@ export interface operations {
             };
         };
     };
+    runs_chat_done_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                message_id: string;
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatDoneInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatMessage"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_chat_tokens_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                message_id: string;
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatTokensInRequest"];
+            };
+        };
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_chat_next_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ChatNextInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatJob"];
+                };
+            };
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     runs_checkpoints_list: {
         parameters: {
             query?: never;
@@ -3437,7 +4339,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Checkpoint"][];
+                    "application/json": components["schemas"]["RunCheckpoint"][];
                 };
             };
             /** @description Invalid input, named by field. */
@@ -3712,6 +4614,63 @@ export interface operations {
             };
             /** @description In conflict with the object's state (such as a run that has ended). */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_human_eval_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunHumanEval"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

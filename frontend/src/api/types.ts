@@ -69,8 +69,11 @@ export type RunSummary = Schemas["RunSummary"];
 export type Attempt = Schemas["Attempt"];
 /** A rollout sample a job kept (GET /runs/{id}/samples). */
 export type Sample = Schemas["Sample"];
-/** A checkpoint a job registered (GET /runs/{id}/checkpoints). */
-export type Checkpoint = Schemas["Checkpoint"];
+/** A checkpoint a job registered, with its human score and proxy reward (GET /runs/{id}/checkpoints). */
+export type Checkpoint = Schemas["RunCheckpoint"];
+/** A run's checkpoints as people ranked them, and the reward-hacking warning (GET /runs/{id}/human-eval). */
+export type RunHumanEval = Schemas["RunHumanEval"];
+export type CheckpointScore = Schemas["CheckpointScore"];
 export type RunDetail = Schemas["RunDetail"];
 
 /** One page of GET /api/v1/runs. */
@@ -185,3 +188,61 @@ export type RevealSide = Schemas["Side"];
 /** GET /api/v1/evals/{id}/ranking */
 export type Ranking = Schemas["Ranking"];
 export type RankingRow = Schemas["RankingRow"];
+
+// ---------------------------------------------------------------- eval sets, new evals, published responses
+
+/** One page of GET /api/v1/teams (each with the caller's role). */
+export type TeamPage = Schemas["PaginatedTeamList"];
+/** One page of GET /api/v1/projects. */
+export type ProjectPage = Schemas["PaginatedProjectList"];
+export type EvalSet = Schemas["EvalSet"];
+/** GET /api/v1/eval-sets/{id}: the set with its prompts, in order. */
+export type EvalSetDetail = Schemas["EvalSetDetail"];
+export type EvalPrompt = Schemas["EvalPrompt"];
+/** One page of GET /api/v1/eval-sets. */
+export type EvalSetPage = Schemas["PaginatedEvalSetList"];
+export type EvalSetCreateRequest = Schemas["EvalSetCreateRequest"];
+export type EvalSetImportRequest = Schemas["EvalSetImportRequest"];
+/** POST /api/v1/eval-sets/{id}/import → 200 */
+export type EvalSetImported = Schemas["Imported"];
+export type EvalCreateRequest = Schemas["EvalCreateRequest"];
+export type ExternalCandidate = Schemas["ExternalCandidateRequest"];
+/** One response of a CLOSED eval, with its candidate's label (GET /api/v1/evals/{id}/generations). */
+export type Generation = Schemas["Generation"];
+export type GenerationPage = Schemas["PaginatedGenerationList"];
+/** Query of GET /api/v1/projects. */
+export type ProjectListParams = NonNullable<operations["projects_list"]["parameters"]["query"]>;
+
+/** The ranking with the voters' preference for longer responses taken out. */
+export type LengthControlled = Schemas["LengthControlled"];
+
+// ws /ws/evals/{id}/: whole-state events, no seq (a reconnect refetches over REST).
+
+/** `ranking.updated` carries the ranking as every team member reads it: no flagged voters. */
+export type PublicRanking = Omit<Ranking, "flagged_voters">;
+
+export interface WsEvalState {
+  type: "eval.snapshot" | "eval.status";
+  eval_id: number;
+  status: EvalStatus;
+  failure_reason: string;
+  closed_at: string | null;
+  progress: EvalProgress;
+}
+
+export interface WsEvalProgress {
+  type: "eval.progress";
+  eval_id: number;
+  progress: EvalProgress;
+}
+
+export interface WsRankingUpdated {
+  type: "ranking.updated";
+  eval_id: number;
+  ranking: PublicRanking;
+}
+
+export type EvalWsMessage = WsEvalState | WsEvalProgress | WsRankingUpdated;
+
+/** Close code for a caller that may not watch (a run's token): HTTP's 403. */
+export const WS_CLOSE_FORBIDDEN = 4403;

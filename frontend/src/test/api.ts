@@ -157,6 +157,7 @@ export function ranking(overrides: Partial<Ranking> = {}): Ranking {
     votes: 7,
     alpha: null,
     flagged_voters: null,
+    length_controlled: null,
     ...overrides,
   };
 }

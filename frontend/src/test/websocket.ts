@@ -1,10 +1,10 @@
 /**
- * A WebSocket stand-in for the run page's live feed: the test plays the server, opening the
+ * A WebSocket stand-in for the run and eval pages' live feeds: the test plays the server, opening the
  * socket, sending it messages and closing it.
  */
 import { act } from "@testing-library/react";
 
-import type { WsMessage } from "../api/types";
+import type { EvalWsMessage, WsMessage } from "../api/types";
 
 export class FakeWebSocket {
   /** Every socket the page opened, oldest first. */
@@ -37,7 +37,7 @@ export class FakeWebSocket {
     act(() => this.onopen?.(new Event("open")));
   }
 
-  send(message: WsMessage): void {
+  send(message: WsMessage | EvalWsMessage): void {
     act(() => this.onmessage?.(new MessageEvent("message", { data: JSON.stringify(message) })));
   }
 

@@ -1,20 +1,37 @@
 import { Link } from "react-router";
 
-import { useEvals } from "../../api/hooks";
+import { useEvals, useTeams } from "../../api/hooks";
 import type { Eval } from "../../api/types";
 import { ErrorBox } from "../../components/ErrorBox";
 import { StatusBadge } from "../../components/StatusBadge";
 import { formatDateTime } from "../../format";
+import { mayCreate } from "./forms";
 import { generationProgress, voteProgress } from "./format";
 
 export function EvalsPage() {
   const evals = useEvals();
+  const teams = useTeams();
+  // Unknown until the teams load: the link shows, and the form explains a refusal.
+  const canCreate = teams.data ? teams.data.results.some(mayCreate) : true;
   const results = evals.data?.results ?? [];
   return (
     <section>
       <div className="page-head">
         <h1>Evals</h1>
         {evals.isFetching ? <span className="muted small">updating…</span> : null}
+        <span className="spacer" />
+        <Link to="/eval-sets" className="button-link" data-testid="eval-sets-link">
+          Eval sets
+        </Link>
+        {canCreate ? (
+          <Link to="/evals/new" className="button-link primary" data-testid="new-eval">
+            New eval
+          </Link>
+        ) : (
+          <span className="muted small" data-testid="cannot-create">
+            Only members and admins of a team create evals; you are a viewer.
+          </span>
+        )}
       </div>
       {evals.isError ? <ErrorBox error={evals.error} title="Cannot load evals" /> : null}
       <table className="table" data-testid="evals-table">

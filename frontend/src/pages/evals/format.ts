@@ -22,3 +22,41 @@ export function generationProgress(progress: EvalProgress): string {
 export function voteProgress(progress: EvalProgress): string {
   return `${progress.votes} votes on ${progress.battles} battles · ${progress.prompts_covered} / ${progress.prompts} prompts covered`;
 }
+
+/**
+ * Krippendorff's α with its reading, on the thresholds Krippendorff gives (and Argilla shows):
+ * ≥ 0.8 reliable, ≥ 0.667 tentative, below that the voters disagree too often.
+ */
+export function alphaReading(alpha: WireFloat | null): string {
+  if (alpha === null || typeof alpha === "string") {
+    return "not measured yet: it needs battles that two or more people voted on";
+  }
+  const value = `α = ${alpha.toFixed(2)}`;
+  if (alpha >= 0.8) return `${value}: reliable (≥ 0.8)`;
+  if (alpha >= 0.667) return `${value}: tentative (≥ 0.667); enough for tentative conclusions only`;
+  return `${value}: unreliable (< 0.667); the voters disagree too often to draw conclusions`;
+}
+
+/** "60 %" of a win rate; "–" where the two never met. */
+export function formatWinRate(rate: WireFloat | null): string {
+  if (rate === null || typeof rate === "string") return "–";
+  return `${Math.round(rate * 100)} %`;
+}
+
+/** A heat colour for a win rate: red at 0, neutral at 0.5, green at 1; none where they never met. */
+export function winRateColor(rate: WireFloat | null): string | undefined {
+  if (rate === null || typeof rate === "string") return undefined;
+  const clamped = Math.min(1, Math.max(0, rate));
+  const hue = clamped >= 0.5 ? 130 : 0;
+  const strength = Math.round(Math.abs(clamped - 0.5) * 2 * 55);
+  return `hsl(${hue} 60% ${97 - strength}%)`;
+}
+
+/** The length preference β (log10 odds for a response that is all the length) as a sentence. */
+export function lengthPreference(beta: WireFloat | null): string {
+  if (beta === null || typeof beta === "string") return "no votes yet";
+  const points = Math.round(400 * beta);
+  if (Math.abs(points) < 1) return "none measurable";
+  const side = points > 0 ? "longer" : "shorter";
+  return `voters favour ${side} responses (β = ${beta.toFixed(3)}, up to ${Math.abs(points)} Arena points)`;
+}

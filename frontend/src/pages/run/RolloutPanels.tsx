@@ -1,9 +1,11 @@
 import { useState } from "react";
+import { Link } from "react-router";
 
 import { useCheckpoints, useResumeRun, useSamples } from "../../api/hooks";
 import type { Checkpoint, RunDetail, Sample } from "../../api/types";
 import { ErrorBox } from "../../components/ErrorBox";
 import { formatDateTime } from "../../format";
+import { finite } from "./human";
 import { checkpointMetric, formatReward, samplesByStep } from "./samples";
 
 /** What the policy actually said, and what the reward made of it: the newest steps first. */
@@ -90,8 +92,10 @@ export function CheckpointsPanel({ run }: { run: RunDetail }) {
             <th className="num">step</th>
             <th className="num">version</th>
             <th className="num">reward/mean</th>
+            <th className="num" title="Human score in the run's eval, with its 95 % interval">human</th>
             <th>where</th>
             <th>saved</th>
+            <th />
           </tr>
         </thead>
         <tbody>
@@ -111,14 +115,26 @@ export function CheckpointsPanel({ run }: { run: RunDetail }) {
               <td className="num">{c.step}</td>
               <td className="num">{c.weight_version ?? "–"}</td>
               <td className="num">{formatReward(checkpointMetric(c.metrics, "reward/mean"))}</td>
+              <td className="num">{formatHuman(c)}</td>
               <td>
                 <code className="wrap">{c.uri}</code>
               </td>
               <td className="num">{formatDateTime(c.created_at)}</td>
+              <td>
+                <Link to={`/chat?checkpoint=${c.id}`} data-testid={`chat-${c.step}`}>
+                  chat
+                </Link>
+              </td>
             </tr>
           ))}
         </tbody>
       </table>
     </details>
   );
+}
+
+/** A checkpoint's human score in the run's eval, rounded as Arena shows it. */
+function formatHuman(c: Checkpoint): string {
+  const score = finite(c.human?.score);
+  return score === null ? "–" : score.toFixed(0);
 }

@@ -1,10 +1,11 @@
 import { cleanup, screen, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
-import type { MetricKeysResponse, MetricsResponse, RunDetail } from "../../api/types";
+import type { CheckpointScore, MetricKeysResponse, MetricsResponse, RunDetail, RunHumanEval } from "../../api/types";
 import { errorResponse, never, runDetail, runSummary, stubApi, type Route } from "../../test/api";
 import { renderPage } from "../../test/render";
 import { FakeWebSocket } from "../../test/websocket";
+import { checkpoint } from "../evals/testing";
 import { RunPage } from "./RunPage";
 
 // uPlot draws on a canvas, which jsdom lacks: a stand-in records what each chart was fed.
@@ -32,6 +33,12 @@ vi.mock("uplot", () => {
 });
 
 const RUN = "GET /api/v1/runs/5";
+const NO_HUMAN_EVAL: RunHumanEval = { eval: null, votes: 0, checkpoints: [], warning: null };
+
+function scored(step: number, score: number, proxy_reward: number): CheckpointScore {
+  const label = `grpo @ ${step}`;
+  return { checkpoint: step / 100, step, label, score, ci_low: score - 40, ci_high: score + 40, rank: 1, battles: 30, proxy_reward };
+}
 
 /** The routes of everything the run page asks for; `overrides` replaces some. */
 function runPageApi(overrides: Record<string, Route> = {}) {
@@ -50,6 +57,7 @@ function runPageApi(overrides: Record<string, Route> = {}) {
     "GET /api/v1/runs/5/metrics": () => series,
     "GET /api/v1/runs/5/samples": () => ({ count: 0, next: null, previous: null, results: [] }),
     "GET /api/v1/runs/5/artifacts": () => ({ path: "", files: [], truncated: false }),
+    "GET /api/v1/runs/5/human-eval": () => NO_HUMAN_EVAL,
     ...overrides,
   });
 }
@@ -187,5 +195,51 @@ describe("the run page", () => {
     await screen.findByTestId("run-status");
     page.unmount();
     expect(FakeWebSocket.latest().closedWith).toBe(1000);
+  });
+
+  it("draws the human score beside the reward and warns when the reward rose as people's score fell", async () => {
+    const checkpoints = [scored(100, 1080, 0.2), scored(200, 1000, 0.5), scored(300, 920, 0.8)];
+    const [earlier, , later] = checkpoints as [CheckpointScore, CheckpointScore, CheckpointScore];
+    const message = "Possible reward hacking: the proxy reward rose by 0.6 from grpo @ 100 (step 100) to grpo @ 300 (step 300)";
+    runPageApi({
+      "GET /api/v1/runs/5/human-eval": () =>
+        ({
+          eval: { id: 7, name: "sums", status: "OPEN" },
+          votes: 90,
+          checkpoints,
+          warning: { earlier, later, score_drop: 160, drop_low: 60, drop_high: 260, reward_rise: 0.6, pairs: 3, message },
+        }) satisfies RunHumanEval,
+    });
+    renderRun();
+    const panel = await screen.findByTestId("human-eval");
+    expect(panel.textContent).toContain("sums");
+    expect(screen.getByRole("link", { name: "sums" }).getAttribute("href")).toBe("/evals/7");
+    expect(screen.getByTestId("hacking-warning").textContent).toContain(message);
+    const rows = [...screen.getByTestId("human-table").querySelectorAll("tbody tr")];
+    expect(rows.map((r) => r.className)).toEqual(["flagged", "", "flagged"]);
+    expect(rows[0]?.textContent).toContain("1080 [1040, 1120]");
+    // One step axis: the reward's steps and the checkpoints' (the score only at checkpoints).
+    await waitFor(() => expect(plots.fed.get("human score")?.[0]).toEqual([0, 1, 100, 200, 300]));
+    const [, score, low, high, reward] = plots.fed.get("human score") ?? [];
+    expect(score).toEqual([null, null, 1080, 1000, 920]);
+    expect(low).toEqual([null, null, 1040, 960, 880]);
+    expect(high).toEqual([null, null, 1120, 1040, 960]);
+    expect(reward).toEqual([0.25, 0.5, null, null, null]);
+  });
+
+  it("shows no human score where no eval has ranked the run's checkpoints", async () => {
+    const api = runPageApi();
+    renderRun();
+    await screen.findByTestId("charts");
+    await waitFor(() => expect(api.callsTo("/api/v1/runs/5/human-eval")).toBe(1));
+    expect(screen.queryByTestId("human-eval")).toBeNull();
+  });
+
+  it("links each checkpoint to a chat with it", async () => {
+    runPageApi({ "GET /api/v1/runs/5/checkpoints": () => [checkpoint(41, 5, 100), checkpoint(42, 5, 200)] });
+    renderRun();
+    const link = await screen.findByTestId("chat-200");
+    expect(link.getAttribute("href")).toBe("/chat?checkpoint=42");
+    expect(screen.getByTestId("chat-100").getAttribute("href")).toBe("/chat?checkpoint=41");
   });
 });

@@ -11,6 +11,7 @@ import { ArtifactsPanel } from "./ArtifactsPanel";
 import { shortCode, waitingParts } from "./attempts";
 import { groupByNamespace } from "./charts";
 import { ConfigPanel } from "./ConfigPanel";
+import { HumanEvalPanel } from "./HumanEvalPanel";
 import { MetricChart } from "./MetricChart";
 import { CheckpointsPanel, SamplesPanel } from "./RolloutPanels";
 import { useRunLive, type LiveState } from "./useRunLive";
@@ -47,6 +48,7 @@ function RunView({ runId }: { runId: number }) {
       {run.data.waiting_for && !isTerminal(run.data.status) ? <WaitingBanner run={run.data} /> : null}
       {run.data.status === "FAILED" ? <FailureBox run={run.data} /> : null}
       <CheckpointsPanel run={run.data} />
+      <HumanEvalPanel runId={runId} />
       <Charts runId={runId} />
       <SamplesPanel runId={runId} />
       <ArtifactsPanel runId={runId} />
@@ -58,9 +60,9 @@ function RunView({ runId }: { runId: number }) {
 
 const LIVE_TEXT: Record<LiveState, string> = {
   connecting: "connecting…",
-  open: "live",
+  up: "live",
   closed: "reconnecting…",
-  "not-found": "no live feed",
+  refused: "no live feed",
 };
 
 function RunHeader({ run, live }: { run: RunDetail; live: LiveState }) {

@@ -142,30 +142,7 @@ export class SeqTracker {
   }
 }
 
-/** Delay before reconnect attempt n: 1, 2, 4 … capped at 30 s. */
-export function reconnectDelayMs(attempt: number): number {
-  return Math.min(30_000, 1000 * 2 ** Math.min(attempt, 5));
-}
-
-/**
- * Backoff across reconnects. A connection counts as good only once the server
- * has said where the run stands (its first message, the snapshot): a server
- * that accepts and closes at once (1013, "try again later", while its Redis
- * is down) keeps the delay growing instead of being asked every second.
- */
-export class ReconnectBackoff {
-  private failures = 0;
-
-  established(): void {
-    this.failures = 0;
-  }
-
-  nextDelayMs(): number {
-    const delay = reconnectDelayMs(this.failures);
-    this.failures += 1;
-    return delay;
-  }
-}
+export { ReconnectBackoff, reconnectDelayMs } from "../../api/liveSocket";
 
 /** Refetch everything about the run: after a `resync`, or a reconnect that may have missed messages. */
 export function resyncRun(queryClient: QueryClient, runId: number): void {
