@@ -1,13 +1,14 @@
 """The dashboard in headless Chromium (Debian's), driven by playwright-core: log in, see the runs
 table, watch a chart receive live points over the websocket; see a GRPO run's samples and
 checkpoints, resume it and read both attempts in a 1280-px window; see what a run waits for on the
-cluster until it runs."""
+cluster until it runs; create an eval set from a JSONL file as a member."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -116,3 +117,26 @@ def test_a_person_sees_what_a_waiting_run_waits_for_until_it_runs(live: Live):
         ray.stop_job(blocker)
         httpx.post(f"{live.url}/api/v1/runs/{run['id']}/cancel", headers={"Authorization": f"Bearer {live.token}"})
     assert (SHOTS / "waiting.png").exists() and (SHOTS / "waiting-cleared.png").exists()
+
+
+def test_a_member_creates_an_eval_set_from_a_jsonl_file_after_fixing_the_line_the_server_named(live: Live):
+    """The first file's line 3 is bad: the page names it and keeps the form, and no set exists;
+    the fixed file makes one set with its four prompts (frontend/e2e/evalset.mjs)."""
+    env = check_env(live, 0)
+    subprocess.run(
+        [sys.executable, "manage.py", "barrel_bootstrap", "--username", "bea", "--password", "bea-password",
+         "--team", "lab", "--role", "member"],
+        cwd=ROOT, env=live.stack.env(), check=True, capture_output=True,
+    )  # fmt: skip
+    name = f"arith-{uuid.uuid4().hex[:8]}"
+    env |= {"BARREL_USER": "bea", "BARREL_PASSWORD": "bea-password", "BARREL_TEAM": "lab", "BARREL_EVALSET_NAME": name}
+    result = subprocess.run(
+        ["node", "e2e/evalset.mjs"], cwd=ROOT / "frontend", env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    with live.client() as client:
+        sets = client.get("/api/v1/eval-sets", params={"limit": 500}).json()["results"]
+    made = [s for s in sets if s["name"] == name]
+    assert [(s["team"]["slug"], s["prompt_count"], s["created_by"]) for s in made] == [("lab", 4, "bea")]
+    assert f"EVAL SET {made[0]['id']}" in result.stdout
+    assert (SHOTS / "evalset-bad-line.png").exists() and (SHOTS / "evalset.png").exists()

@@ -1,17 +1,19 @@
 """An eval end to end on the shared stack: two tiny models saved to disk as outside candidates,
 the `generate` run on Ray posting their responses, the eval opening when the run succeeds, a blind
-battle voted and revealed, and, once the eval is closed, every response listed with its model."""
+battle voted and revealed through the API, three people voting blind in a real browser and
+reading the ranking, and, once the eval is closed, every response listed with its model."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import Live
+from tests.e2e.test_browser import ROOT, SHOTS, check_env
 from workers.models.tiny import TinySpec, save_tiny_model
 
 pytestmark = pytest.mark.e2e
@@ -33,9 +35,16 @@ def wait_status(live: Live, eval_id: int, statuses: set[str], timeout: float = 1
             time.sleep(0.5)
 
 
-def test_an_eval_over_two_models_generates_opens_and_takes_a_blind_vote(live: Live, tmp_path: Path) -> None:
-    labels = {"tiny-one", "tiny-two"}
-    models = {label: save_tiny_model(tmp_path / label, TinySpec(seed=i)) for i, label in enumerate(sorted(labels))}
+LABELS = {"tiny-one", "tiny-two"}
+
+
+@pytest.fixture(scope="module")
+def opened(live: Live, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """An eval over two tiny models saved to disk, generated on Ray and OPEN: the eval's body."""
+    models = {
+        label: save_tiny_model(tmp_path_factory.mktemp(label), TinySpec(seed=i))
+        for i, label in enumerate(sorted(LABELS))
+    }
     with live.client() as c:
         created = c.post(
             "/api/v1/eval-sets",
@@ -61,18 +70,24 @@ def test_an_eval_over_two_models_generates_opens_and_takes_a_blind_vote(live: Li
         )
         assert response.status_code == 201, response.text
         evaluation = response.json()
-        assert evaluation["status"] == "GENERATING" and set(evaluation["candidates"]) == labels
+        assert evaluation["status"] == "GENERATING" and set(evaluation["candidates"]) == LABELS
 
         # The run's config names candidates by random keys only.
         run_id = evaluation["generation_run"]
         config = live.run(run_id)["config"]
         assert {c["uri"] for c in config["candidates"]} == {str(p) for p in models.values()}
-        assert not labels & {c["key"] for c in config["candidates"]}
+        assert not LABELS & {c["key"] for c in config["candidates"]}
 
         opened = wait_status(live, evaluation["id"], {"OPEN", "FAILED"})
         run = live.run(run_id)
         assert opened["status"] == "OPEN", (opened, run["failure_reason"], run["log_tail"])
         assert run["status"] == "SUCCEEDED"
+        return opened
+
+
+def test_an_eval_over_two_models_generates_opens_and_takes_a_blind_vote(live: Live, opened: dict[str, Any]) -> None:
+    labels, evaluation, run_id = LABELS, opened, opened["generation_run"]
+    with live.client() as c:
         assert opened["progress"]["generations"] == opened["progress"]["expected"] == 2 * len(PROMPTS) * 2
         keys = {k["key"] for k in c.get(f"/api/v1/runs/{run_id}/metrics/keys").json()["keys"]}
         assert {"generate/done", "generate/total", "generate/tokens_per_s", "generate/candidate"} <= keys
@@ -100,12 +115,41 @@ def test_an_eval_over_two_models_generates_opens_and_takes_a_blind_vote(live: Li
         assert c.post(f"/api/v1/battles/{battle['battle']}/votes", json={"choice": "b"}).status_code == 409
 
         ranking = c.get(f"/api/v1/evals/{evaluation['id']}/ranking").json()
-        assert {row["label"] for row in ranking["rows"]} == labels and ranking["votes"] == 1
+        assert {row["label"] for row in ranking["rows"]} == labels and ranking["votes"] >= 1
 
+
+@pytest.mark.browser
+def test_three_people_vote_blind_in_the_browser_and_see_the_ranking(live: Live, opened: dict[str, Any]) -> None:
+    env = check_env(live, opened["generation_run"])  # skips where there is no browser
+    voters = [("alice", "alice-password"), ("bob", "bob-password"), ("carol", "carol-password")]
+    for user, password in voters[1:]:
+        live.stack.bootstrap(user, password, "lab")
+    with live.client() as c:
+        before = c.get(f"/api/v1/evals/{opened['id']}/ranking").json()["votes"]
+    env |= {
+        "BARREL_EVAL_ID": str(opened["id"]),
+        "BARREL_LABELS": ",".join(sorted(LABELS)),
+        "BARREL_VOTERS": ",".join(f"{user}:{password}" for user, password in voters),
+    }
+    result = subprocess.run(
+        ["node", "e2e/vote.mjs"], cwd=ROOT / "frontend", env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    with live.client() as c:
+        assert c.get(f"/api/v1/evals/{opened['id']}/ranking").json()["votes"] == before + len(voters)
+    for shot in ("vote-before.png", "vote-after.png", "ranking.png"):
+        assert (SHOTS / shot).exists()
+
+
+def test_a_closed_eval_lists_every_response_with_its_model(live: Live, opened: dict[str, Any]) -> None:
+    with live.client() as c:
+        served = c.post(f"/api/v1/evals/{opened['id']}/battles/next")
+        assert served.status_code == 200, served.text
+        battle = served.json()
         # Closed, every response is listed with its candidate: what the run posted, all of it.
-        closed = c.post(f"/api/v1/evals/{evaluation['id']}/close")
+        closed = c.post(f"/api/v1/evals/{opened['id']}/close")
         assert closed.status_code == 200 and closed.json()["status"] == "CLOSED", closed.text
-        listed = c.get(f"/api/v1/evals/{evaluation['id']}/generations", params={"limit": 100}).json()["results"]
+        listed = c.get(f"/api/v1/evals/{opened['id']}/generations", params={"limit": 100}).json()["results"]
         assert len(listed) == 2 * len(PROMPTS) * 2
-        assert {(g["candidate"], g["sample"]) for g in listed} == {(label, s) for label in labels for s in (0, 1)}
+        assert {(g["candidate"], g["sample"]) for g in listed} == {(label, s) for label in LABELS for s in (0, 1)}
         assert {battle["a"], battle["b"]} <= {g["text"] for g in listed}

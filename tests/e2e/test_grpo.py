@@ -5,6 +5,7 @@ engine, checkpoints register, and a resumed run continues exactly where it stopp
 from __future__ import annotations
 
 import copy
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -91,8 +92,14 @@ def series(live: Live, run_id: int) -> dict[str, dict[int, float]]:
     return {s["key"]: dict(zip(s["step"], s["last"], strict=True)) for s in body["series"]}
 
 
-def test_a_sync_run_reports_every_stave_and_registers_checkpoints(live: Live, tmp_path: Path):
-    done = run_grpo(live, config(tmp_path, checkpoint__every=2))
+@pytest.fixture(scope="module")
+def sync_run(live: Live, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A finished sync run with checkpoints at steps 2, 4 and 5."""
+    return run_grpo(live, config(tmp_path_factory.mktemp("sync"), checkpoint__every=2))
+
+
+def test_a_sync_run_reports_every_stave_and_registers_checkpoints(live: Live, sync_run: dict[str, Any]):
+    done = sync_run
     assert done["status"] == "SUCCEEDED", done["failure_reason"] + done["log_tail"]
     points = series(live, done["id"])
     missing = EXPECTED_KEYS - set(points)
@@ -118,6 +125,71 @@ def test_a_sync_run_reports_every_stave_and_registers_checkpoints(live: Live, tm
         assert ck["weight_version"] == ck["step"]
     rows = samples["results"] if isinstance(samples, dict) else samples
     assert rows and {"prompt", "response", "reward", "weight_version"} <= set(rows[0])
+
+
+@pytest.fixture(scope="module")
+def judged(live: Live, sync_run: dict[str, Any]) -> dict[str, Any]:
+    """The sync run's checkpoints in an eval, generated on Ray, every battle voted:
+    {"run", "eval", "checkpoints": step → id, "prompts", "votes"}."""
+    assert sync_run["status"] == "SUCCEEDED", sync_run["failure_reason"]
+    run_id = sync_run["id"]
+    with live.client() as c:
+        checkpoints = {ck["step"]: ck["id"] for ck in c.get(f"/api/v1/runs/{run_id}/checkpoints").json()}
+        prompts = sorted({s["prompt"] for s in c.get(f"/api/v1/runs/{run_id}/samples").json()["results"]})[:3]
+        eval_set = c.post(
+            "/api/v1/eval-sets",
+            json={
+                "team": "lab",
+                "name": f"run {run_id} prompts",
+                "jsonl": "\n".join(json.dumps({"prompt": p}) for p in prompts),
+            },
+        )
+        assert eval_set.status_code == 201, eval_set.text
+        created = c.post(
+            "/api/v1/evals",
+            json={"project": "lab/e2e", "name": f"run {run_id}", "eval_set": eval_set.json()["id"],
+                  "checkpoints": list(checkpoints.values()), "generation": {"max_new_tokens": 4, "device": "cpu"}},
+        )  # fmt: skip
+        assert created.status_code == 201, created.text
+        eval_id = created.json()["id"]
+        deadline = time.monotonic() + 150
+        while (evaluation := c.get(f"/api/v1/evals/{eval_id}").json())["status"] == "GENERATING":
+            assert time.monotonic() < deadline, evaluation
+            time.sleep(0.5)
+        assert evaluation["status"] == "OPEN", live.run(evaluation["generation_run"])["failure_reason"]
+        votes = 0
+        while (served := c.post(f"/api/v1/evals/{eval_id}/battles/next")).status_code == 200:
+            choice = ("a", "tie", "b")[votes % 3]  # blind: says nothing of which checkpoint wins
+            assert (
+                c.post(f"/api/v1/battles/{served.json()['battle']}/votes", json={"choice": choice}).status_code == 201
+            )
+            votes += 1
+    return {"run": run_id, "eval": eval_id, "checkpoints": checkpoints, "prompts": prompts, "votes": votes}
+
+
+def test_an_eval_of_its_checkpoints_puts_the_human_score_beside_the_reward(live: Live, judged: dict[str, Any]):
+    """Issue 16's loop on a real run: its checkpoints answer prompts on Ray, people vote, and the
+    run's page reads each checkpoint's human score on the step axis of its proxy reward."""
+    run_id, eval_id, checkpoints, prompts = judged["run"], judged["eval"], judged["checkpoints"], judged["prompts"]
+    assert judged["votes"] == len(prompts) * 3  # three checkpoints: three pairs a prompt
+    with live.client() as c:
+        human = c.get(f"/api/v1/runs/{run_id}/human-eval").json()
+        assert human["eval"]["id"] == eval_id and human["votes"] == judged["votes"]
+        assert [ck["step"] for ck in human["checkpoints"]] == sorted(checkpoints)
+        for ck in human["checkpoints"]:
+            assert ck["ci_low"] <= ck["score"] <= ck["ci_high"] and ck["battles"] == 2 * len(prompts)
+            assert ck["proxy_reward"] is not None  # reward/mean was reported at every step
+        listed = c.get(f"/api/v1/runs/{run_id}/checkpoints").json()
+        assert {ck["step"]: ck["human"]["eval"] for ck in listed} == dict.fromkeys(checkpoints, eval_id)
+
+
+@pytest.mark.browser
+def test_a_person_reads_the_human_score_on_the_runs_page(live: Live, judged: dict[str, Any]):
+    from tests.e2e.test_browser import SHOTS, browser_check
+
+    result = browser_check(live, "e2e/human.mjs", judged["run"])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (SHOTS / "human-score.png").exists()
 
 
 def test_async_staleness_is_positive_and_bounded_and_stale_groups_are_dropped(live: Live, tmp_path: Path):
