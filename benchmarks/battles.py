@@ -1,24 +1,27 @@
 """Next-battle latency with many voters asking at once, through the web server:
 
     .venv/bin/python -m benchmarks.battles [--items 50] [--votes 20000] [--voters 20] [--prompts 200]
-        [--bursts 10] [--database-url ...] [--redis-url ...]
+        [--bursts 10] [--gap-s 3] [--web-workers 1] [--database-url ...] [--redis-url ...]
 
-Two stacks side by side (web server, Celery worker and beat; no Ray), each with the same OPEN eval
-of `--items` candidates and `--votes` votes from `--voters` voters (written straight into its
-database, as benchmarks/ranking_live.py writes it), differing in one setting:
+Two stacks side by side (web server with `--web-workers` processes, Celery worker and beat; no
+Ray), each with the same OPEN eval of `--items` candidates and `--votes` votes from `--voters`
+voters (written straight into its database, as benchmarks/ranking_live.py writes it), differing
+in one setting:
 
-- cached: battles/next reads the pair priority from the ranking the refresh task keeps current
-  (BARREL_EVALS_PRIORITY_STALE_VOTES=200, the default);
-- refit: every battles/next refits a 200-round bootstrap ranking for it (=0, the behaviour before
-  the cache).
+- reserved: each voter's next battle is drawn by a Celery task while they read the one shown,
+  and battles/next hands it out (BARREL_EVALS_RESERVE_NEXT=1, the default);
+- in-line: every battles/next draws the battle itself (=0, the behaviour before reservations),
+  reading the pair priority from the cached ranking as both do.
 
 Then `--bursts` times, for each stack in turn (alternating which goes first, since the machine is
 shared): all voters ask for their next battle at the same moment (a barrier), each over its own
-connection, and then vote on it; the refresh task runs after each vote as in production. Then,
-one stack at a time, voters at their own pace: each reads its battle for a random time (mean
-`--think-s`) before asking again, `--asks` times. Printed: per stack and phase, the median, p90
-and p99 of the battles/next round trips and their largest (and in bursts the median of a burst's
-slowest answer). Figures only.
+connection, and then vote on it, and read for `--gap-s` before the next burst; the refresh task
+runs after each vote as in production. The first burst finds nothing reserved: each voter's
+first battle is drawn in-line on both stacks, so it is reported apart from the later bursts.
+Then, one stack at a time, voters at their own pace: each reads its battle for a random time
+(mean `--think-s`) before asking again, `--asks` times. Printed: per stack and phase, the
+median, p90 and p99 of the battles/next round trips and their largest (and in bursts the median
+of a burst's slowest answer). Figures only.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import httpx
 from benchmarks.common import Place, add_place_options, bench_stack, median, pct
 from controlplane.devstack import Stack
 
-MODES = {"cached": "200", "refit": "0"}
+MODES = {"reserved": "1", "in-line": "0"}
 
 
 def seed(items: int, votes: int, voters: int, prompts: int) -> dict[str, Any]:
@@ -149,6 +152,10 @@ def main() -> None:
     parser.add_argument("--bursts", type=int, default=10)
     parser.add_argument("--think-s", type=float, default=3.0, help="a voter's mean reading time in the steady phase")
     parser.add_argument("--asks", type=int, default=5, help="asks per voter in the steady phase")
+    parser.add_argument("--web-workers", type=int, default=1, help="web server processes of each stack")
+    parser.add_argument(
+        "--gap-s", type=float, default=3.0, help="seconds after each burst: the voters read before they all ask again"
+    )
     parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)  # inside a stack's environment
     add_place_options(parser)
     args = parser.parse_args()
@@ -159,13 +166,15 @@ def main() -> None:
     place = Place.of(args)
     stacks: dict[str, Stack] = {}
     try:
-        for n, (mode, stale) in enumerate(MODES.items()):
-            stacks[mode] = bench_stack(place, with_ray=False, suffix=f"bench_battles_{mode}", own_redis=n > 0,
-                                       env={"BARREL_EVALS_PRIORITY_STALE_VOTES": stale})  # fmt: skip
+        for n, (mode, reserve) in enumerate(MODES.items()):
+            env = {"BARREL_EVALS_RESERVE_NEXT": reserve, "BARREL_WEB_WORKERS": str(args.web_workers)}
+            stacks[mode] = bench_stack(place, with_ray=False, suffix=f"bench_battles_{mode.replace('-', '_')}",
+                                       own_redis=n > 0, env=env)  # fmt: skip
         worlds = {mode: seeded(stack, args) for mode, stack in stacks.items()}
         print(
             f"## battles/next: {args.items} candidates, {args.prompts} prompts, {args.votes} votes; "
-            f"{args.voters} voters asking at once, {args.bursts} bursts per stack"
+            f"{args.voters} voters asking at once, {args.bursts} bursts per stack, "
+            f"{args.web_workers} web process(es) each"
         )
         clients = {
             mode: [httpx.Client(headers={"Authorization": f"Bearer {t}"}, timeout=120) for t in world["tokens"]]
@@ -178,11 +187,18 @@ def main() -> None:
                 got = burst(stacks[mode].url, worlds[mode]["eval"], clients[mode])
                 times[mode] += got
                 slowest[mode].append(max(got))
+                time.sleep(args.gap_s)
             print(f"burst {b + 1}: " + ", ".join(f"{m} slowest {slowest[m][-1] * 1000:.0f} ms" for m in MODES))
-        print("all voters asking at the same moment:")
+        voters = len(worlds["reserved"]["tokens"])
+        print("all voters asking at the same moment, the first burst (nothing reserved yet):")
         for mode in MODES:
-            print(summary(mode, times[mode]) + f"; median slowest of a burst {median(slowest[mode]) * 1000:.0f} ms")
-        print(f"p99 refit / cached: {pct(times['refit'], 0.99) / pct(times['cached'], 0.99):.1f}x")
+            print(summary(mode, times[mode][:voters]))
+        print("all voters asking at the same moment, later bursts:")
+        for mode in MODES:
+            later = times[mode][voters:]
+            print(summary(mode, later) + f"; median slowest of a burst {median(slowest[mode][1:]) * 1000:.0f} ms")
+        ratio = pct(times["in-line"][voters:], 0.99) / pct(times["reserved"][voters:], 0.99)
+        print(f"p99 in-line / reserved, later bursts: {ratio:.1f}x")
         print(f"voters at their own pace (reading {args.think_s:g} s on average between asks), one stack at a time:")
         paced = {
             mode: steady(stacks[mode].url, worlds[mode]["eval"], clients[mode], args.think_s, args.asks)

@@ -372,8 +372,14 @@ class Stack:
             return [str(BIN / "celery"), "-A", "controlplane", "beat", "--loglevel=INFO",
                     f"--schedule={self.state_dir / 'celerybeat-schedule'}"]  # fmt: skip
         if name == "web":
+            # Django runs sync views one at a time per process: BARREL_WEB_WORKERS processes serve
+            # requests side by side (uvicorn's --workers; websockets meet over the channel layer).
+            workers = self.env().get("BARREL_WEB_WORKERS", "1")
+            if not workers.isdigit() or int(workers) < 1:
+                raise ValueError(f"BARREL_WEB_WORKERS={workers!r}: give the number of web processes, 1 or more")
             return [str(BIN / "uvicorn"), "controlplane.asgi:application", "--host", "127.0.0.1",
-                    "--port", str(self.web_port), "--no-access-log", "--timeout-graceful-shutdown", "5"]  # fmt: skip
+                    "--port", str(self.web_port), "--no-access-log", "--timeout-graceful-shutdown", "5",
+                    "--workers", workers]  # fmt: skip
         raise ValueError(f"{name} is not a service the stack can (re)start; it knows {', '.join(RESTARTABLE)}")
 
     def start_service(self, name: str) -> subprocess.Popen[bytes]:

@@ -119,6 +119,10 @@ EVALS_SETTLE_INTERVAL_S = env_float("BARREL_EVALS_SETTLE_INTERVAL_S", 10.0)
 # refresh task keeps current, not refitted per request); past it a request refits in-line. 0:
 # refit on every request (slow at scale: benchmarks/battles.py measures both).
 EVALS_PRIORITY_STALE_VOTES = env_int("BARREL_EVALS_PRIORITY_STALE_VOTES", 200)
+# Draw each voter's next battle in a Celery task while they read the one shown (evals/pick.py),
+# so battles/next only hands it out; off, every battles/next draws in-line (about 40 ms at 50
+# candidates and 20,000 votes, and 20 voters asking at once wait on each other: benchmarks/battles.py).
+EVALS_RESERVE_NEXT = env_bool("BARREL_EVALS_RESERVE_NEXT", True)
 # How often replies owed by chat servers that ended are settled (reads of a chat settle it too).
 CHAT_SETTLE_INTERVAL_S = env_float("BARREL_CHAT_SETTLE_INTERVAL_S", 5.0)
 # The config of a chat server the control plane starts (workers/recipes/chat/config.py), less

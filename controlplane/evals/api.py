@@ -51,9 +51,14 @@ from controlplane.runs.models import RunToken
 from controlplane.teams.selectors import teams_visible_to
 
 
-def _eval(request: Request, eval_id: int) -> Eval:
-    """The eval if the caller may see it (404 otherwise), settled with its generation run."""
-    evaluation = evals_visible_to(request.user).filter(id=eval_id).first()
+def _eval(request: Request, eval_id: int, *, lean: bool = False) -> Eval:
+    """The eval if the caller may see it (404 otherwise), settled with its generation run.
+    `lean`: with its team and eval set only (battles/next: the creator and the generation run,
+    config and all, were a third of its time)."""
+    visible = evals_visible_to(request.user)
+    if lean:
+        visible = visible.select_related(None).select_related("project__team", "eval_set")
+    evaluation = visible.filter(id=eval_id).first()
     if evaluation is None:
         raise ApiError(f"Eval {eval_id} not found.", code="not_found", status_code=404)
     if evaluation.status == EvalStatus.GENERATING and services.evals_settle([evaluation.id]):
@@ -249,7 +254,7 @@ class BattleNextView(APIView):
         "until you voted. 409 unless the eval is OPEN.",
     )
     def post(self, request: Request, eval_id: int) -> Response:
-        evaluation = _eval(request, eval_id)
+        evaluation = _eval(request, eval_id, lean=True)
         _check_may_vote(request.user, evaluation)
         serving = battles.battle_next(voter=request.user, evaluation=evaluation)
         if serving is None:

@@ -1,45 +1,16 @@
-"""Which battle a voter gets next, and casting a vote on it.
-
-1. Coverage first: a prompt that fewer than `min_voters_per_prompt` people voted on, and that this
-   voter has not seen, gets the voter (fewest voters first).
-2. Then active sampling: the candidate pair whose next vote most reduces the ranking's
-   uncertainty (stats.pair_priority), on a prompt and responses this voter has not seen.
-A voter never gets the same battle twice; sides are shown in a random orientation per voter.
-"""
+"""Serving a voter their next battle, and casting a vote on it. Which battle: pick.py."""
 
 from __future__ import annotations
 
-import itertools
-import random
-import uuid
-from collections import defaultdict
-from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
-import numpy as np
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db import IntegrityError, connection, transaction
 
 from controlplane.api import ApiError
-from controlplane.evals import stats
-from controlplane.evals.models import (
-    Battle,
-    Candidate,
-    Choice,
-    Eval,
-    EvalStatus,
-    Generation,
-    RankingSnapshot,
-    Serving,
-    Vote,
-)
-from controlplane.evals.ranking import EvalRanking
-from controlplane.evals.selectors import eval_vote_arrays
-from controlplane.evals.tasks import ranking_refresh_on_commit
-
-_random = random.SystemRandom()
+from controlplane.evals.models import Choice, Eval, EvalStatus, Serving, Vote
+from controlplane.evals.pick import serving_draw
+from controlplane.evals.tasks import battle_prepare_on_commit, ranking_refresh_on_commit
 
 # A vote as the voter saw it (A on the left) → the battle's stored orientation, when swapped.
 _SWAP = {Choice.A: Choice.B, Choice.B: Choice.A, Choice.TIE: Choice.TIE, Choice.BOTH_BAD: Choice.BOTH_BAD}
@@ -57,153 +28,40 @@ def _not_open(evaluation: Eval) -> ApiError:
     )
 
 
-PRIORITY_ROUNDS = 200  # bootstrap rounds of a priority refitted in-line: enough to order pairs
+# The voter's reserved battle, shown now: one statement, and a reservation another request of
+# the same voter holds is skipped, not waited for.
+_TAKE_RESERVED = """
+UPDATE evals_serving SET served_at = now() WHERE id = (
+    SELECT s.id FROM evals_serving s JOIN evals_battle b ON b.id = s.battle_id
+    WHERE s.voter_id = %s AND b.eval_id = %s AND s.served_at IS NULL
+    ORDER BY s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED
+) RETURNING id, battle_id, swapped, served_at
+"""
 
 
-def _priority_of(ranking: EvalRanking, labels: list[str]) -> np.ndarray | None:
-    """Contract A's pair priority from a cached ranking (its scores, battles and bootstrap
-    covariance), in `labels` order; None when it ranks other candidates."""
-    if sorted(ranking.labels) != sorted(labels):
+def _take_reserved(evaluation: Eval, voter: Any) -> Serving | None:
+    with connection.cursor() as cursor:
+        cursor.execute(_TAKE_RESERVED, [voter.pk, evaluation.id])
+        row = cursor.fetchone()
+    if row is None:
         return None
-    rows = {row["label"]: row for row in ranking.rows}
-    order = [ranking.labels.index(label) for label in labels]
-    score = np.array([np.nan if rows[label]["score"] is None else rows[label]["score"] for label in labels])
-    battles = np.array([rows[label]["battles"] for label in labels], dtype=np.int64)
-    cov = np.array([[np.nan if v is None else v for v in ranking.cov[i]] for i in order], dtype=np.float64)[:, order]
-    items = len(labels)
-    cached = stats.Ranking(
-        items=items,
-        score=score,
-        ci_low=score,
-        ci_high=score,
-        rank=np.ones(items, dtype=np.int64),
-        battles=battles,
-        win_rate=np.full((items, items), np.nan),
-        cov=np.nan_to_num(cov) / stats.SCALE**2,
-    )
-    return np.asarray(stats.pair_priority([], [], [], items, ranking=cached))
+    pk, battle_id, swapped, served_at = row
+    return Serving(id=pk, battle_id=battle_id, voter_id=voter.pk, swapped=swapped, served_at=served_at)
 
 
-def _priority(evaluation: Eval, labels: list[str]) -> np.ndarray:
-    """Contract A's pair priority over the votes so far; uniform before the first vote.
-
-    Read from the ranking the refresh task keeps current (RankingSnapshot) while it lags the
-    eval by at most EVALS_PRIORITY_STALE_VOTES votes: a few votes more or less barely move which
-    pair teaches most, and a 1,000-round refit per request would make 20 voters wait on each
-    other. Otherwise (no snapshot yet, or a refresh far behind) a 200-round refit in-line."""
-    items = len(labels)
-    snapshot = RankingSnapshot.objects.filter(eval_id=evaluation.id).first()
-    if snapshot is not None and snapshot.votes > 0:
-        votes_now = Vote.objects.filter(battle__eval=evaluation).count()
-        if votes_now - snapshot.votes <= settings.EVALS_PRIORITY_STALE_VOTES:
-            priority = _priority_of(EvalRanking(**snapshot.ranking), labels)
-            if priority is not None:
-                return priority
-    votes = eval_vote_arrays(evaluation)
-    if len(votes.y) == 0:
-        return np.ones((items, items)) - np.eye(items)
-    ranking = stats.rank_items(votes.a, votes.b, votes.y, items, rounds=PRIORITY_ROUNDS, seed=len(votes.y))
-    return np.asarray(stats.pair_priority(votes.a, votes.b, votes.y, items, ranking=ranking))
-
-
-def _pairs_by_priority(priority: np.ndarray) -> list[tuple[int, int]]:
-    """Candidate pairs (i < j) in a random order drawn in proportion to their priority (Arena
-    samples pairs so: the most useful come first, the others still get votes); pairs of
-    priority 0 last."""
-    pairs = list(itertools.combinations(range(priority.shape[0]), 2))
-
-    def draw(pair: tuple[int, int]) -> float:
-        weight = float(priority[pair] + priority[pair[::-1]])
-        # Efraimidis-Spirakis: ordering by -log(u) / w is sampling without replacement by weight.
-        return -np.log(1.0 - _random.random()) / weight if weight > 0 else np.inf
-
-    keyed = [(draw(pair), _random.random(), pair) for pair in pairs]
-    return [pair for *_, pair in sorted(keyed)]
-
-
-ByPrompt = dict[int, dict[int, list[uuid.UUID]]]  # prompt id → candidate index → its generations
-
-
-@lru_cache(maxsize=16)
-def _layout(eval_id: int, created_at: datetime) -> tuple[tuple[str, ...], ByPrompt]:
-    """An OPEN eval's candidate labels (in id order) and its generations by prompt and candidate.
-    Cached in the process: an eval takes generations only while GENERATING, so once OPEN they
-    are final (at 50 candidates x 200 prompts, reading them was most of a battles/next). Keyed
-    by the creation time too, so an id a recreated database hands out again is not mistaken."""
-    rows = list(Candidate.objects.filter(eval_id=eval_id).order_by("id").values_list("id", "label"))
-    index = {cid: i for i, (cid, _) in enumerate(rows)}
-    by_prompt: dict[int, dict[int, list[uuid.UUID]]] = defaultdict(lambda: defaultdict(list))
-    for gid, cid, pid in Generation.objects.filter(eval_id=eval_id).values_list("id", "candidate_id", "prompt_id"):
-        by_prompt[pid][index[cid]].append(gid)
-    return tuple(label for _, label in rows), {pid: dict(sides) for pid, sides in by_prompt.items()}
-
-
-def _pick(evaluation: Eval, voter: Any) -> tuple[int, uuid.UUID, uuid.UUID] | None:
-    """(prompt id, generation, generation) for the voter's next battle; None when nothing is left."""
-    labels, by_prompt = _layout(evaluation.id, evaluation.created_at)
-    served = Serving.objects.filter(voter=voter, battle__eval=evaluation)
-    seen_prompts = set(served.values_list("battle__prompt_id", flat=True))
-    seen_pairs = {frozenset(p) for p in served.values_list("battle__generation_a_id", "battle__generation_b_id")}
-    priority = _priority(evaluation, list(labels))
-    pairs = _pairs_by_priority(priority)
-
-    def unseen(pid: int, i: int, j: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
-        sides = by_prompt.get(pid, {})
-        return [(ga, gb) for ga in sides.get(i, []) for gb in sides.get(j, []) if frozenset((ga, gb)) not in seen_pairs]
-
-    # 1. Coverage: prompts short of voters, that this voter has not seen, fewest voters first.
-    voters = dict(
-        Vote.objects.filter(battle__eval=evaluation)
-        .values_list("battle__prompt_id")
-        .annotate(n=Count("voter", distinct=True))
-        .values_list("battle__prompt_id", "n")
-    )
-    short = [
-        pid
-        for pid, sides in by_prompt.items()
-        if voters.get(pid, 0) < evaluation.min_voters_per_prompt and pid not in seen_prompts and len(sides) >= 2
-    ]
-    _random.shuffle(short)
-    for pid in sorted(short, key=lambda p: voters.get(p, 0)):
-        for i, j in pairs:
-            if options := unseen(pid, i, j):
-                return (pid, *_random.choice(options))
-    # 2. Active sampling: the most useful pair that has a battle this voter has not seen.
-    prompts = list(by_prompt)
-    for i, j in pairs:
-        _random.shuffle(prompts)
-        for pid in prompts:
-            if options := unseen(pid, i, j):
-                return (pid, *_random.choice(options))
-    return None
-
-
-@transaction.atomic
 def battle_next(*, voter: Any, evaluation: Eval) -> Serving | None:
-    """Serve the voter a battle they have not been served (the existing battle of the same two
-    responses when there is one, so voters share battles); None when none is left."""
+    """Serve the voter a battle they have not been served: the one reserved for them when there
+    is one (pick.battle_prepare; one statement, no transaction of its own), else one drawn now;
+    None when none is left. Either way the battle after it is reserved once this commits."""
     if evaluation.status != EvalStatus.OPEN:
         raise _not_open(evaluation)
-    picked = _pick(evaluation, voter)
-    if picked is None:
-        return None
-    prompt_id, first, second = picked
-    battle = Battle.objects.filter(
-        Q(generation_a_id=first, generation_b_id=second) | Q(generation_a_id=second, generation_b_id=first)
-    ).first()
-    if battle is None:
-        # A new battle is stored in one orientation, the ids' order (uuid4s: it says nothing of the
-        # candidates), so two voters creating it at once meet on the unique constraint and share it
-        # (get_or_create fetches the winner's row). Sides are randomised per serving, not here.
-        first, second = sorted((first, second))
-        battle, _ = Battle.objects.get_or_create(
-            generation_a_id=first, generation_b_id=second, defaults={"eval": evaluation, "prompt_id": prompt_id}
-        )
-    try:
+    serving = _take_reserved(evaluation, voter)
+    if serving is None:
         with transaction.atomic():
-            return Serving.objects.create(battle=battle, voter=voter, swapped=_random.random() < 0.5)
-    except IntegrityError:  # the same voter's concurrent request served it a moment ago
-        return Serving.objects.get(battle=battle, voter=voter)
+            serving = serving_draw(evaluation=evaluation, voter=voter, shown=True)
+    if serving is not None and settings.EVALS_RESERVE_NEXT:
+        battle_prepare_on_commit(evaluation.id, voter.pk)
+    return serving
 
 
 def vote_cast(*, voter: Any, serving: Serving, choice: str, comment: str = "") -> Vote:

@@ -11,6 +11,8 @@ import uuid
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models import Q
+from django.utils import timezone
 
 from controlplane.checkpoints.models import Checkpoint
 from controlplane.runs.models import Run
@@ -126,10 +128,15 @@ class Serving(models.Model):
     battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="servings")
     voter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     swapped = models.BooleanField()
-    served_at = models.DateTimeField(auto_now_add=True)
+    # None: reserved as the voter's next battle (pick.battle_prepare), not shown yet; it exists for
+    # them only once battles/next hands it out.
+    served_at = models.DateTimeField(null=True, default=timezone.now)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["battle", "voter"], name="serving_battle_voter_unique")]
+        indexes = [
+            models.Index(fields=["voter"], condition=Q(served_at__isnull=True), name="serving_reserved"),
+        ]
 
 
 class Choice(models.TextChoices):

@@ -93,7 +93,7 @@ def evals_progress(evaluations: list[Eval]) -> dict[int, dict[str, int]]:
 
 
 def serving_of(user: Any, battle: Battle) -> Serving | None:
-    return Serving.objects.filter(battle=battle, voter=user).first()
+    return Serving.objects.filter(battle=battle, voter=user, served_at__isnull=False).first()
 
 
 @dataclass(frozen=True)

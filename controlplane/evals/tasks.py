@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import Any
 
 import kombu.exceptions
 import redis
 from celery import shared_task
 from django.db import transaction
 
+from controlplane.evals.pick import battle_prepare
 from controlplane.evals.refresh import ranking_refresh_coalesced
 from controlplane.evals.services import evals_settle
 
@@ -38,13 +40,30 @@ def eval_ranking_refresh(eval_id: int) -> int:
     return done.passes
 
 
-def ranking_refresh_enqueue(eval_id: int) -> None:
-    """Ask a worker to refresh the eval's ranking. A broker that is down loses the request, not
-    the vote: the next vote asks again, and GET computes what is stale."""
+# Enqueued after every battle shown: the voter's next battle, drawn while they read this one.
+@shared_task(name="evals.battle_prepare", soft_time_limit=30, time_limit=60, ignore_result=True)
+def battle_prepare_task(eval_id: int, voter_id: int) -> bool:
+    """Reserve the voter's next battle (pick.battle_prepare)."""
+    return battle_prepare(eval_id=eval_id, voter_id=voter_id)
+
+
+def _enqueue(task: Any, *args: int) -> None:
+    """Ask a worker for work a lost request costs nothing lasting for: a broker that is down loses
+    the request, not the vote or the battle (the next vote asks for a refresh again, and GET
+    computes what is stale; battles/next draws in-line when nothing is reserved)."""
     try:
-        eval_ranking_refresh.delay(eval_id)
+        task.delay(*args)
     except (kombu.exceptions.OperationalError, redis.exceptions.RedisError, OSError) as exc:
-        logger.warning("eval %s: ranking refresh not enqueued: %s", eval_id, exc)
+        logger.warning("%s%s not enqueued: %s", task.name, args, exc)
+
+
+def battle_prepare_on_commit(eval_id: int, voter_id: int) -> None:
+    transaction.on_commit(partial(_enqueue, battle_prepare_task, eval_id, voter_id), robust=True)
+
+
+def ranking_refresh_enqueue(eval_id: int) -> None:
+    """Ask a worker to refresh the eval's ranking."""
+    _enqueue(eval_ranking_refresh, eval_id)
 
 
 def ranking_refresh_on_commit(eval_id: int) -> None:

@@ -77,3 +77,16 @@ def test_no_demo_eval_for_a_failed_run_or_one_checkpoint(live_url: str, owner: P
         watcher = DemoEval(live_url, owner.token, run.id, f"lab/{run.project.name}", every_s=0)
         assert watcher.poll() is None and watcher.done
     assert not Eval.objects.exists()
+
+
+def test_the_web_server_runs_as_many_processes_as_asked(tmp_path: Any) -> None:
+    from controlplane.devstack import Stack
+
+    def web(workers: str) -> list[str]:
+        return Stack(state_dir=tmp_path, extra_env={"BARREL_WEB_WORKERS": workers}).service_args("web")
+
+    args = web("3")
+    assert args[args.index("--workers") + 1] == "3"
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(ValueError, match="BARREL_WEB_WORKERS"):
+            web(bad)

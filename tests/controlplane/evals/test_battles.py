@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import random
-import threading
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
 from rest_framework.test import APIClient
 
-from controlplane.evals import battles, stats
+from controlplane.evals import pick, stats
 from controlplane.evals.battles import choice_stored
 from controlplane.evals.models import Battle, Serving, Vote
 from controlplane.teams.models import Membership, Project, Role
 from controlplane.teams.services import token_create
 from tests.conftest import Persona
-from tests.controlplane.evals.conftest import OpenEval, open_eval, post
+from tests.controlplane.evals.conftest import OpenEval, at_once, open_eval, post
 
 pytestmark = pytest.mark.django_db
 
@@ -111,7 +110,7 @@ def test_the_vote_maps_back_to_the_stored_orientation(owner: Persona, opened: Op
 def test_sides_are_randomised_per_voter(owner: Persona, opened: OpenEval, monkeypatch: pytest.MonkeyPatch) -> None:
     # A seeded generator in place of the system's, so the coin tosses are the same on every run
     # (with the system's, 9 tosses all land the same way once in 256 runs).
-    monkeypatch.setattr(battles, "_random", random.Random(16))
+    monkeypatch.setattr(pick, "_random", random.Random(16))
     flips = []
     while (response := next_battle(owner, opened)).status_code == 200:
         flips.append(Serving.objects.get(battle_id=response.json()["battle"]).swapped)
@@ -139,23 +138,13 @@ def test_a_battle_not_served_to_you_does_not_exist_for_you(owner: Persona, teamm
 def test_concurrent_votes_of_one_voter_count_once(owner: Persona, project: Project) -> None:
     opened = open_eval(owner, project)
     battle = next_battle(owner, opened).json()["battle"]
-    statuses: list[int] = []
-    barrier = threading.Barrier(6)
 
-    def cast() -> None:
+    def cast() -> int:
         client = APIClient()  # one per thread
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {owner.token}")
-        try:
-            barrier.wait()
-            statuses.append(post(client, f"/api/v1/battles/{battle}/votes", {"choice": "b"}).status_code)
-        finally:
-            connection.close()
+        return int(post(client, f"/api/v1/battles/{battle}/votes", {"choice": "b"}).status_code)
 
-    threads = [threading.Thread(target=cast) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    statuses = at_once([cast] * 6)
     assert sorted(statuses) == [201] + [409] * 5
     assert Vote.objects.filter(battle_id=battle).count() == 1
 
@@ -171,24 +160,14 @@ def test_voters_asking_at_once_share_the_first_battle_of_a_pair(owner: Persona, 
         token_create(user=Membership.objects.create(team=project.team, user=user, role=Role.MEMBER).user, name="t")[1]
         for user in (get_user_model().objects.create_user(username=f"voter{n}") for n in range(7))
     ]
-    battles: list[str] = []
-    barrier = threading.Barrier(len(tokens))
 
-    def ask(token: str) -> None:
+    def ask(token: str) -> str:
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-        try:
-            barrier.wait()
-            response = post(client, f"/api/v1/evals/{opened.eval.id}/battles/next", {})
-            battles.append(response.json()["battle"] if response.status_code == 200 else str(response.status_code))
-        finally:
-            connection.close()
+        response = post(client, f"/api/v1/evals/{opened.eval.id}/battles/next", {})
+        return str(response.json()["battle"] if response.status_code == 200 else response.status_code)
 
-    threads = [threading.Thread(target=ask, args=(token,)) for token in tokens]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    battles = at_once([partial(ask, token) for token in tokens])
     assert len(battles) == len(tokens) and len(set(battles)) == 1
     assert Battle.objects.filter(eval=opened.eval).count() == 1
     assert Serving.objects.filter(battle_id=battles[0]).count() == len(tokens)
@@ -202,7 +181,7 @@ def test_a_swapped_vote_swaps_only_a_and_b() -> None:
 def test_the_pair_priority_read_from_the_cached_ranking_is_the_one_fitted_from_the_votes(
     owner: Persona, project: Project
 ) -> None:
-    from controlplane.evals.battles import _priority_of
+    from controlplane.evals.pick import _priority_of
     from controlplane.evals.ranking import ROUNDS, eval_ranking
     from controlplane.evals.selectors import eval_vote_arrays
 
