@@ -202,8 +202,9 @@ class LengthControlledSerializer(serializers.Serializer[Any]):
     )
     beta = serializers.FloatField(
         allow_null=True,
-        help_text="How much the voters favour the longer response, in log10 odds for a response that is all the "
-        "length (0: not at all; Arena points: x 400); null before the first vote.",
+        help_text="How much the voters favour the longer response: log10 odds per standard deviation of the "
+        "relative length difference (len_a - len_b) / (len_a + len_b + 1) over the votes, penalised as Arena's "
+        "style control (0: not at all; Arena points: x 400); null before the first vote.",
     )
     rows = RankingRowSerializer(
         many=True, help_text="The ranking with that preference taken out, best first; the same fields as `rows`."

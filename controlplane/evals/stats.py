@@ -27,6 +27,10 @@ LN10 = math.log(10.0)
 SCALE = 400.0  # Arena's scale: score = OFFSET + SCALE * xi
 OFFSET = 1000.0
 L2 = 1e-2  # the fit's penalty (module docstring)
+# The length-controlled fit's penalty on beta, as Arena's style control (sklearn's default C = 1:
+# 0.5 * beta^2) on a z-scored feature: with few votes, or lengths that barely differ, beta stays
+# near 0 instead of running off to whatever separates a handful of votes.
+L2_STYLE = 1.0
 # Batched Newton stops after a full step below this (log10 strength): its convergence is
 # quadratic, the error left is about the step squared (1e-6, 4e-4 Arena points).
 LAST_STEP = 1e-3
@@ -149,13 +153,19 @@ def _logits(theta: FloatArray, rows: _Rows, items: int) -> FloatArray:
     return LN10 * diff
 
 
+def _penalty(rows: _Rows, items: int) -> FloatArray:
+    """The L2 weight of each parameter: L2 on the strengths, L2_STYLE on beta."""
+    return np.array([L2] * items + ([] if rows.feature is None else [L2_STYLE]), dtype=np.float64)
+
+
 def _loss_grad(theta: FloatArray, rows: _Rows, items: int) -> tuple[float, FloatArray]:
     """Penalised negative log-likelihood of one problem and its gradient (for L-BFGS-B)."""
     logit = _logits(theta, rows, items)
+    penalty = _penalty(rows, items)
     loss = float(np.sum(rows.n * _softplus(logit) - rows.s * logit))
-    loss += 0.5 * L2 * float(theta @ theta)
+    loss += 0.5 * float(penalty @ (theta * theta))
     residual = LN10 * (rows.n * _sigmoid(logit) - rows.s)
-    grad = L2 * theta
+    grad = penalty * theta
     grad[:items] += np.bincount(rows.low, residual, items) - np.bincount(rows.high, residual, items)
     if rows.feature is not None:
         grad[items] += float(residual @ rows.feature)
@@ -185,11 +195,11 @@ def _softplus(x: FloatArray) -> FloatArray:
     return np.asarray(np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x))), dtype=np.float64)
 
 
-def _batch_loss(theta: FloatArray, logit: FloatArray, rows: _Rows) -> FloatArray:
+def _batch_loss(theta: FloatArray, logit: FloatArray, rows: _Rows, penalty: FloatArray) -> FloatArray:
     """The penalised loss of every problem of a batch (theta: R x params, its `logit` and
     rows.n: R x rows)."""
     loss = np.sum(rows.n * _softplus(logit) - rows.s * logit, axis=1)
-    return np.asarray(loss + 0.5 * L2 * np.sum(theta * theta, axis=1), dtype=np.float64)
+    return np.asarray(loss + 0.5 * (theta * theta) @ penalty, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -227,14 +237,15 @@ def _newton_batch(rows: _Rows, items: int, theta: FloatArray, *, iterations: int
     """
     rounds, params = theta.shape
     incidence = _Incidence.of(rows, items)
+    penalty = _penalty(rows, items)
     diagonal = np.arange(items)
     logit = _logits(theta, rows, items)
-    loss = _batch_loss(theta, logit, rows)
+    loss = _batch_loss(theta, logit, rows, penalty)
     for _ in range(iterations):
         prob = _sigmoid(logit)
         residual = LN10 * (rows.n * prob - rows.s)
         curvature = LN10 * LN10 * rows.n * prob * (1.0 - prob)
-        grad = L2 * theta
+        grad = penalty * theta
         grad[:, :items] += residual @ incidence.signed
         hess = np.zeros((rounds, params, params))
         cross = np.asarray(curvature @ incidence.pair).reshape(rounds, items, items)
@@ -246,13 +257,13 @@ def _newton_batch(rows: _Rows, items: int, theta: FloatArray, *, iterations: int
             hess[:, :items, items] = column
             hess[:, items, :items] = column
             hess[:, items, items] = curvature @ (rows.feature * rows.feature)
-        hess[:, np.arange(params), np.arange(params)] += L2
+        hess[:, np.arange(params), np.arange(params)] += penalty
         step = np.linalg.solve(hess, grad[..., None])[..., 0]
         size = np.ones(rounds)
         for _halving in range(30):
             trial = theta - size[:, None] * step
             logit = _logits(trial, rows, items)
-            trial_loss = _batch_loss(trial, logit, rows)
+            trial_loss = _batch_loss(trial, logit, rows, penalty)
             worse = trial_loss > loss + 1e-12 * np.abs(loss)
             if not worse.any():
                 break
@@ -454,9 +465,11 @@ def length_controlled(
 ) -> tuple[Ranking, float]:
     """The ranking with the length preference taken out, and that preference beta.
 
-    Arena's style control with one feature: P(a beats b) = 1 / (1 + 10^-(xi_a - xi_b + beta f)),
-    f = (len_a - len_b) / (len_a + len_b + 1). The ranking is of xi (beta's part removed);
-    beta is in log10 odds, the advantage of a response that is all the length (f = 1).
+    Arena's style control with one feature: P(a beats b) = 1 / (1 + 10^-(xi_a - xi_b + beta z)),
+    z = f / rms(f), f = (len_a - len_b) / (len_a + len_b + 1): the relative length difference,
+    z-scored over the votes (f is antisymmetric, so its mean over both orientations is 0 and
+    its spread the root mean square). The ranking is of xi (beta's part removed); beta is in
+    log10 odds per standard deviation of f, penalised by L2_STYLE as Arena's is.
     1. L-BFGS-B on strengths and beta together; 2. the batched bootstrap, as rank_items.
     """
     if rounds < 2:
@@ -467,7 +480,9 @@ def length_controlled(
         raise ValueError("lengths must be one number per vote")
     if a_arr.size == 0:
         return _ranking(np.zeros(items), np.zeros((rounds, items)), a_arr, b_arr, y_arr, items), 0.0
-    outcomes = _outcomes(a_arr, b_arr, y_arr, np.ones(a_arr.size), feature)
+    spread = float(np.sqrt(np.mean(feature * feature)))
+    z = feature / spread if spread > 0 else feature  # all lengths equal: beta has nothing to fit
+    outcomes = _outcomes(a_arr, b_arr, y_arr, np.ones(a_arr.size), z)
     point = _minimize(outcomes.rows(outcomes.count), items, np.zeros(items + 1))
     point[:items] -= point[:items].mean()
     boot = _bootstrap(outcomes, items, point, rounds, seed)

@@ -1231,7 +1231,7 @@ export interface components {
         LengthControlled: {
             /** @description The votes this view was fitted on. It is refitted after the ranking (it is the slow part), so during a burst of votes it may trail the ranking's `votes`; it never claims votes it has not seen. */
             votes: number;
-            /** @description How much the voters favour the longer response, in log10 odds for a response that is all the length (0: not at all; Arena points: x 400); null before the first vote. */
+            /** @description How much the voters favour the longer response: log10 odds per standard deviation of the relative length difference (len_a - len_b) / (len_a + len_b + 1) over the votes, penalised as Arena's style control (0: not at all; Arena points: x 400); null before the first vote. */
             beta: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
             /** @description The ranking with that preference taken out, best first; the same fields as `rows`. */
             rows: components["schemas"]["RankingRow"][];

@@ -190,10 +190,21 @@ def test_length_controlled_takes_the_length_preference_out() -> None:
     plain = rank_items(a, b, y, 3, rounds=200)
     controlled, beta = length_controlled(a, b, y, 3, len_a, len_b, rounds=200)
     assert plain.rank.tolist() == [3, 2, 1]
-    assert beta == pytest.approx(0.5, abs=0.2)  # its standard error here is about 0.08
+    # beta per standard deviation of f (z-scored, as Arena's style control): 0.5 x rms(f).
+    assert beta == pytest.approx(0.5 * np.sqrt(np.mean(f * f)), abs=0.2 * np.sqrt(np.mean(f * f)))
     assert plain.score[2] - plain.score[0] > 60.0
     assert np.all(np.abs(controlled.score - 1000.0) < 30.0)
     assert controlled.rank.tolist() == [1, 1, 1]
+
+
+def test_a_few_votes_on_barely_different_lengths_leave_beta_modest() -> None:
+    # The longer side (by 1 %) wins all six votes between two items that alternate sides:
+    # unpenalised, beta would run off to infinity; Arena's penalty keeps it near 1.
+    a, b = [0, 1, 0, 1, 0, 1], [1, 0, 1, 0, 1, 0]
+    _, beta = length_controlled(a, b, [1.0] * 6, 2, [101] * 6, [100] * 6, rounds=50)
+    assert 0.5 < beta < 1.5
+    _, none = length_controlled(a, b, [1.0, 0.0] * 3, 2, [100] * 6, [100] * 6, rounds=50)
+    assert none == 0.0  # equal lengths: nothing to fit
 
 
 def test_length_controlled_needs_a_length_per_vote() -> None:

@@ -44,7 +44,9 @@ describe("win rates", () => {
 
 describe("lengthPreference", () => {
   it("says which way the voters lean, in Arena points", () => {
-    expect(lengthPreference(0.05)).toBe("voters favour longer responses (β = 0.050, up to 20 Arena points)");
+    expect(lengthPreference(0.05)).toBe(
+      "voters favour longer responses (β = 0.050: a typical length difference is worth 20 Arena points)",
+    );
     expect(lengthPreference(-0.1)).toMatch(/shorter responses .*40 Arena points/);
     expect(lengthPreference(0.001)).toBe("none measurable");
     expect(lengthPreference(null)).toBe("no votes yet");

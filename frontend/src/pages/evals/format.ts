@@ -52,11 +52,12 @@ export function winRateColor(rate: WireFloat | null): string | undefined {
   return `hsl(${hue} 60% ${97 - strength}%)`;
 }
 
-/** The length preference β (log10 odds for a response that is all the length) as a sentence. */
+/** The length preference β (log10 odds per standard deviation of the relative length
+ * difference, as Arena's style control) as a sentence. */
 export function lengthPreference(beta: WireFloat | null): string {
   if (beta === null || typeof beta === "string") return "no votes yet";
   const points = Math.round(400 * beta);
   if (Math.abs(points) < 1) return "none measurable";
   const side = points > 0 ? "longer" : "shorter";
-  return `voters favour ${side} responses (β = ${beta.toFixed(3)}, up to ${Math.abs(points)} Arena points)`;
+  return `voters favour ${side} responses (β = ${beta.toFixed(3)}: a typical length difference is worth ${Math.abs(points)} Arena points)`;
 }
