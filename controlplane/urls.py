@@ -13,6 +13,7 @@ from controlplane.chat.api import (
     RunChatTokensView,
 )
 from controlplane.checkpoints.api import CheckpointListView, RunResumeView, RunSamplesView
+from controlplane.compare.api import CompareStatsView
 from controlplane.evals.api import (
     BattleDetailView,
     BattleNextView,
@@ -99,6 +100,7 @@ api_v1 = [
     path("runs/<id:run_id>/metrics", MetricsView.as_view()),
     path("runs/<id:run_id>/metrics/keys", MetricKeysView.as_view()),
     path("metrics/query", MetricsQueryView.as_view()),
+    path("compare/stats", CompareStatsView.as_view()),
     path("runs/<id:run_id>/samples", RunSamplesView.as_view()),
     path("runs/<id:run_id>/checkpoints", RunCheckpointsWithScoresView.as_view()),
     path("runs/<id:run_id>/human-eval", RunHumanEvalView.as_view()),

@@ -16,6 +16,23 @@ from controlplane.runs.selectors import runs_visible_to
 from controlplane.teams.selectors import team_role_at_least
 
 
+def accessible_runs(request: Request, run_ids: list[int], *, field: str = "runs") -> list[Run]:
+    """These runs (duplicates dropped, in the order given) if the caller may see every one;
+    otherwise 404 naming those it may not (in `field`)."""
+    wanted = list(dict.fromkeys(run_ids))
+    found = {run.id: run for run in runs_visible_to(request.user).filter(id__in=wanted)}
+    missing = [run_id for run_id in wanted if run_id not in found]
+    if missing:
+        named = ", ".join(map(str, missing))
+        raise ApiError(
+            f"Runs not found: {named} (no such run, or not in a team of yours).",
+            code="not_found",
+            status_code=404,
+            fields={field: [f"not found: {named}"]},
+        )
+    return [found[run_id] for run_id in wanted]
+
+
 def may_write(user: Any, auth: Any, team_id: int) -> bool:
     """The run's own run token (RunTokenScope confined it to its run), or the writer role in
     the run's team."""

@@ -17,11 +17,10 @@ from rest_framework.views import APIView
 from controlplane import inputs
 from controlplane.api import ApiError, ErrorSerializer, InputSerializer, int_schema, query_int
 from controlplane.auth import ratelimit
-from controlplane.auth.access import accessible_run, run_write_state
+from controlplane.auth.access import accessible_run, accessible_runs, run_write_state
 from controlplane.auth.policy import RunState, write_refusal
 from controlplane.limits import MAX_BIGINT
 from controlplane.metrics import selectors, services, wire
-from controlplane.runs.selectors import runs_visible_to
 
 
 class LenientJSONParser(JSONParser):
@@ -261,16 +260,7 @@ class MetricsQueryView(APIView):
         if max_points > settings.METRICS_MAX_READ_POINTS:
             limit = settings.METRICS_MAX_READ_POINTS
             raise ApiError(f"max_points must be at most {limit}.", fields={"max_points": [f"at most {limit}"]})
-        wanted = list(dict.fromkeys(data["runs"]))
-        visible = set(runs_visible_to(request.user).filter(id__in=wanted).values_list("id", flat=True))
-        missing = [r for r in wanted if r not in visible]
-        if missing:
-            raise ApiError(
-                f"Runs not found: {', '.join(map(str, missing))} (no such run, or not in a team of yours).",
-                code="not_found",
-                status_code=404,
-                fields={"runs": [f"not found: {', '.join(map(str, missing))}"]},
-            )
+        wanted = [run.id for run in accessible_runs(request, data["runs"])]
         out = selectors.series_of_runs(
             run_ids=wanted,
             keys=data.get("keys"),

@@ -194,6 +194,9 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("api/v1/runs/<id:run_id>/metrics", "POST"): Call(RUN_WRITE, (200,), RUN + "/metrics", POINT, fresh=True),
     ("api/v1/runs/<id:run_id>/metrics/keys", "GET"): Call(RUN_READ, (200,), RUN + "/metrics/keys"),
     ("api/v1/metrics/query", "POST"): Call(RUNS_READ, (200,), "/api/v1/metrics/query", {"runs": ["{run}"]}),
+    ("api/v1/compare/stats", "POST"): Call(
+        RUNS_READ, (200,), "/api/v1/compare/stats", {"metric": "loss", "groups": [{"name": "a", "runs": ["{run}"]}]}
+    ),
     ("api/v1/runs/<id:run_id>/samples", "GET"): Call(RUN_READ, (200,), RUN + "/samples"),
     ("api/v1/runs/<id:run_id>/samples", "POST"): Call(
         RUN_WRITE, (201,), RUN + "/samples", {"samples": [{"step": 1, "prompt": "1+1=", "response": "2"}]}, fresh=True

@@ -116,6 +116,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/compare/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Whether groups of runs differ on a metric: intervals, tests, seeds needed and a verdict
+         * @description Each run is summarised by one number; each group (seeds of one config) gets its mean, IQM and intervals, and each group is tested against the baseline (Welch's t-test, a bootstrap interval, the probability of improvement, the effect size and the seeds needed). Every run must be visible to the caller: otherwise 404 naming the runs.
+         */
+        post: operations["compare_stats_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/eval-sets": {
         parameters: {
             query?: never;
@@ -1018,6 +1038,85 @@ export interface components {
          * @enum {string}
          */
         ChoiceEnum: "a" | "b" | "tie" | "both_bad";
+        CompareStatsInRequest: {
+            /** @description The metric key, e.g. reward/mean. */
+            metric: string;
+            /**
+             * @description How a run becomes one number: final (mean over the last `final_fraction` of its steps), best, auc (the curve's mean height), at_step (its value at `step`).
+             *
+             *     * `final` - final
+             *     * `best` - best
+             *     * `auc` - auc
+             *     * `at_step` - at_step
+             * @default final
+             */
+            summary: components["schemas"]["SummaryEnum"];
+            /**
+             * Format: double
+             * @default 0.1
+             */
+            final_fraction: number;
+            /**
+             * Format: int64
+             * @description For at_step.
+             */
+            step?: number;
+            /** @default true */
+            higher_is_better: boolean;
+            /** @description The groups, each a name and its runs (seeds of a config). */
+            groups?: components["schemas"]["GroupInRequest"][];
+            /** @description Instead of `groups`: runs to group by `group_by`. */
+            runs?: number[];
+            /** @description A config field, dotted (optim.lr): one group per value. */
+            group_by?: string;
+            /** @description The group the others are compared with; the first when omitted. */
+            baseline?: string;
+            /**
+             * Format: double
+             * @description The difference worth detecting, for `seeds_needed`; the observed difference when omitted.
+             */
+            min_effect?: number;
+            /** @default 10000 */
+            rounds: number;
+        };
+        CompareStatsOut: {
+            metric: string;
+            summary: string;
+            groups: components["schemas"]["GroupOut"][];
+            /** @description Each group against the baseline. */
+            comparisons: components["schemas"]["ComparisonOut"][];
+        };
+        ComparisonOut: {
+            baseline: string;
+            group: string;
+            result: components["schemas"]["ComparisonResultOut"] | null;
+            /** @description The answer in one sentence. */
+            verdict: string;
+        };
+        ComparisonResultOut: {
+            /** @description mean(group) - mean(baseline). */
+            difference: number | ("NaN" | "Infinity" | "-Infinity");
+            welch_t: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            welch_df: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Welch's t-test, two-sided; null when untestable. */
+            p_value: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Welch's 95 % interval of the difference. */
+            welch_interval: (number | ("NaN" | "Infinity" | "-Infinity"))[] | null;
+            /** @description Bootstrap 95 % interval of the difference. */
+            bootstrap_interval: (number | ("NaN" | "Infinity" | "-Infinity"))[] | null;
+            /** @description P(a run of the group beats one of the baseline). */
+            probability_of_improvement: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Difference / root mean of the two variances. */
+            effect_size: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description p < 0.05. */
+            significant: boolean;
+            /** @description Runs per group to detect min_effect with power 0.8 at the observed variances. */
+            seeds_needed: number | null;
+            min_effect: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Leaving out a single run flips `significant`. */
+            fragile: boolean;
+            warnings: string[];
+        };
         /**
          * @description * `auto` - auto
          *     * `cpu` - cpu
@@ -1192,6 +1291,32 @@ export interface components {
             seed?: number;
             engine?: components["schemas"]["GenerationEngineEnum"];
             device?: components["schemas"]["DeviceEnum"];
+        };
+        GroupInRequest: {
+            name: string;
+            runs: number[];
+        };
+        GroupOut: {
+            name: string;
+            runs: components["schemas"]["RunValueOut"][];
+            /** @description Runs without a value. */
+            missing: number[];
+            summary: components["schemas"]["GroupSummaryOut"] | null;
+        };
+        GroupSummaryOut: {
+            /** @description Runs with a value. */
+            n: number;
+            mean: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Sample standard deviation; null below 2 runs. */
+            std: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Interquartile mean: the mean of the middle half (rliable). */
+            iqm: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Student-t 95 % interval of the mean. */
+            t_interval: (number | ("NaN" | "Infinity" | "-Infinity"))[] | null;
+            /** @description Percentile bootstrap 95 % interval of the mean. */
+            bootstrap_mean: (number | ("NaN" | "Infinity" | "-Infinity"))[] | null;
+            /** @description Percentile bootstrap 95 % interval of the IQM. */
+            bootstrap_iqm: (number | ("NaN" | "Infinity" | "-Infinity"))[] | null;
         };
         HackingWarning: {
             earlier: components["schemas"]["CheckpointScore"];
@@ -2320,6 +2445,12 @@ export interface components {
              */
             readonly waiting_since: string | null;
         };
+        RunValueOut: {
+            id: number;
+            name: string;
+            /** @description The run's summary; null without the metric. */
+            value: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+        };
         Sample: {
             readonly id: number;
             /** Format: int64 */
@@ -2374,6 +2505,14 @@ export interface components {
          * @enum {string}
          */
         StatusEnum: "QUEUED" | "DISPATCHING" | "RUNNING" | "CANCELLING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+        /**
+         * @description * `final` - final
+         *     * `best` - best
+         *     * `auc` - auc
+         *     * `at_step` - at_step
+         * @enum {string}
+         */
+        SummaryEnum: "final" | "best" | "auc" | "at_step";
         Team: {
             readonly id: number;
             slug: string;
@@ -2869,6 +3008,65 @@ export interface operations {
             };
             /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    compare_stats_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompareStatsInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompareStatsOut"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,259 @@
+"""POST /compare/stats: is a difference between groups of runs real? (summaries.py, stats.py)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane.api import ApiError, ErrorSerializer, InputSerializer
+from controlplane.auth.access import accessible_runs
+from controlplane.compare import stats
+from controlplane.compare.summaries import SUMMARIES, Options, groups_by_field, run_values
+from controlplane.limits import MAX_BIGINT
+from controlplane.metrics.wire import MAX_KEY_LEN, MAX_STEP
+from controlplane.runs.models import Run
+
+MAX_RUNS = 1000
+MAX_GROUPS = 50
+
+
+class GroupIn(InputSerializer):
+    name = serializers.CharField(max_length=200)
+    runs = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_BIGINT), min_length=1, max_length=MAX_RUNS
+    )
+
+
+class CompareStatsIn(InputSerializer):
+    metric = serializers.CharField(max_length=MAX_KEY_LEN, help_text="The metric key, e.g. reward/mean.")
+    summary = serializers.ChoiceField(
+        choices=SUMMARIES,
+        default="final",
+        help_text="How a run becomes one number: final (mean over the last `final_fraction` of its steps), best, "
+        "auc (the curve's mean height), at_step (its value at `step`).",
+    )
+    final_fraction = serializers.FloatField(min_value=0.001, max_value=1.0, default=0.1)
+    step = serializers.IntegerField(min_value=0, max_value=MAX_STEP, required=False, help_text="For at_step.")
+    higher_is_better = serializers.BooleanField(default=True)
+    groups = GroupIn(
+        many=True,
+        required=False,
+        allow_empty=False,
+        max_length=MAX_GROUPS,
+        help_text="The groups, each a name and its runs (seeds of a config).",
+    )
+    runs = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_BIGINT),
+        required=False,
+        min_length=1,
+        max_length=MAX_RUNS,
+        help_text="Instead of `groups`: runs to group by `group_by`.",
+    )
+    group_by = serializers.CharField(
+        max_length=200, required=False, help_text="A config field, dotted (optim.lr): one group per value."
+    )
+    baseline = serializers.CharField(
+        max_length=200, required=False, help_text="The group the others are compared with; the first when omitted."
+    )
+    min_effect = serializers.FloatField(
+        required=False,
+        min_value=1e-12,
+        max_value=1e12,
+        help_text="The difference worth detecting, for `seeds_needed`; the observed difference when omitted.",
+    )
+    rounds = serializers.IntegerField(min_value=100, max_value=50_000, default=stats.ROUNDS)
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if ("groups" in data) == ("runs" in data):
+            raise serializers.ValidationError({"groups": ["give either groups, or runs with group_by"]})
+        if "runs" in data and "group_by" not in data:
+            raise serializers.ValidationError({"group_by": ["required with runs"]})
+        if data["summary"] == "at_step" and "step" not in data:
+            raise serializers.ValidationError({"step": ["required when summary is at_step"]})
+        groups = data.get("groups", [])
+        names = [group["name"] for group in groups]
+        if len(set(names)) != len(names):
+            raise serializers.ValidationError({"groups": ["group names must differ"]})
+        seen: dict[int, str] = {}
+        for group in groups:
+            for run_id in group["runs"]:
+                if seen.setdefault(run_id, group["name"]) != group["name"]:
+                    message = f"run {run_id} is in groups {seen[run_id]} and {group['name']}"
+                    raise serializers.ValidationError({"groups": [message]})
+        if len(seen) > MAX_RUNS:
+            raise serializers.ValidationError({"groups": [f"at most {MAX_RUNS} runs in all"]})
+        return data
+
+
+def _pair(value: tuple[float, float] | None) -> list[float] | None:
+    return None if value is None else [value[0], value[1]]
+
+
+def _group_body(name: str, runs: list[Run], values: dict[int, float | None], rounds: int) -> dict[str, Any]:
+    scored = [value for run in runs if (value := values[run.id]) is not None]
+    summary = None
+    if scored:
+        s = stats.summarise(scored, rounds=rounds, seed=len(scored))
+        summary = {
+            "n": s.n,
+            "mean": s.mean,
+            "std": s.std,
+            "iqm": s.iqm,
+            "t_interval": _pair(s.t_interval),
+            "bootstrap_mean": _pair(s.bootstrap_mean),
+            "bootstrap_iqm": _pair(s.bootstrap_iqm),
+        }
+    return {
+        "name": name,
+        "runs": [{"id": run.id, "name": run.name, "value": values[run.id]} for run in runs],
+        "missing": [run.id for run in runs if values[run.id] is None],
+        "summary": summary,
+    }
+
+
+def _comparison(base: dict[str, Any], other: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    a = [run["value"] for run in base["runs"] if run["value"] is not None]
+    b = [run["value"] for run in other["runs"] if run["value"] is not None]
+    body: dict[str, Any] = {"baseline": base["name"], "group": other["name"]}
+    if not a or not b:
+        empty = base["name"] if not a else other["name"]
+        return {**body, "result": None, "verdict": f"Group {empty} has no run with a value of {data['metric']}."}
+    c = stats.compare(a, b, min_effect=data.get("min_effect"), rounds=data["rounds"], seed=len(a) + len(b))
+    metric = f"{data['summary']} {data['metric']}"
+    verdict = stats.verdict(
+        c,
+        a=base["name"],
+        b=other["name"],
+        metric=metric,
+        n_a=len(a),
+        n_b=len(b),
+        higher_is_better=data["higher_is_better"],
+    )
+    result = {
+        "difference": c.difference,
+        "welch_t": c.welch_t,
+        "welch_df": c.welch_df,
+        "p_value": c.p_value,
+        "welch_interval": _pair(c.welch_interval),
+        "bootstrap_interval": _pair(c.bootstrap_interval),
+        "probability_of_improvement": c.probability_of_improvement,
+        "effect_size": c.effect_size,
+        "significant": c.significant,
+        "seeds_needed": c.seeds_needed,
+        "min_effect": c.min_effect,
+        "fragile": c.fragile,
+        "warnings": c.warnings,
+    }
+    return {**body, "result": result, "verdict": verdict}
+
+
+class _Interval(serializers.ListField):
+    child = serializers.FloatField()
+
+
+class GroupSummaryOut(serializers.Serializer[Any]):
+    n = serializers.IntegerField(help_text="Runs with a value.")
+    mean = serializers.FloatField()
+    std = serializers.FloatField(allow_null=True, help_text="Sample standard deviation; null below 2 runs.")
+    iqm = serializers.FloatField(help_text="Interquartile mean: the mean of the middle half (rliable).")
+    t_interval = _Interval(allow_null=True, help_text="Student-t 95 % interval of the mean.")
+    bootstrap_mean = _Interval(allow_null=True, help_text="Percentile bootstrap 95 % interval of the mean.")
+    bootstrap_iqm = _Interval(allow_null=True, help_text="Percentile bootstrap 95 % interval of the IQM.")
+
+
+class RunValueOut(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    value = serializers.FloatField(allow_null=True, help_text="The run's summary; null without the metric.")
+
+
+class GroupOut(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    runs = RunValueOut(many=True)
+    missing = serializers.ListField(child=serializers.IntegerField(), help_text="Runs without a value.")
+    summary = GroupSummaryOut(allow_null=True)
+
+
+class ComparisonResultOut(serializers.Serializer[Any]):
+    difference = serializers.FloatField(help_text="mean(group) - mean(baseline).")
+    welch_t = serializers.FloatField(allow_null=True)
+    welch_df = serializers.FloatField(allow_null=True)
+    p_value = serializers.FloatField(allow_null=True, help_text="Welch's t-test, two-sided; null when untestable.")
+    welch_interval = _Interval(allow_null=True, help_text="Welch's 95 % interval of the difference.")
+    bootstrap_interval = _Interval(allow_null=True, help_text="Bootstrap 95 % interval of the difference.")
+    probability_of_improvement = serializers.FloatField(help_text="P(a run of the group beats one of the baseline).")
+    effect_size = serializers.FloatField(allow_null=True, help_text="Difference / root mean of the two variances.")
+    significant = serializers.BooleanField(help_text="p < 0.05.")
+    seeds_needed = serializers.IntegerField(
+        allow_null=True, help_text="Runs per group to detect min_effect with power 0.8 at the observed variances."
+    )
+    min_effect = serializers.FloatField()
+    fragile = serializers.BooleanField(help_text="Leaving out a single run flips `significant`.")
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+class ComparisonOut(serializers.Serializer[Any]):
+    baseline = serializers.CharField()
+    group = serializers.CharField()
+    result = ComparisonResultOut(allow_null=True)
+    verdict = serializers.CharField(help_text="The answer in one sentence.")
+
+
+class CompareStatsOut(serializers.Serializer[Any]):
+    metric = serializers.CharField()
+    summary = serializers.CharField()
+    groups = GroupOut(many=True)
+    comparisons = ComparisonOut(many=True, help_text="Each group against the baseline.")
+
+
+class CompareStatsView(APIView):
+    @extend_schema(
+        request=CompareStatsIn,
+        responses={200: CompareStatsOut, 404: ErrorSerializer},
+        summary="Whether groups of runs differ on a metric: intervals, tests, seeds needed and a verdict",
+        description="Each run is summarised by one number; each group (seeds of one config) gets its mean, IQM and "
+        "intervals, and each group is tested against the baseline (Welch's t-test, a bootstrap interval, the "
+        "probability of improvement, the effect size and the seeds needed). Every run must be visible to the caller: "
+        "otherwise 404 naming the runs.",
+    )
+    def post(self, request: Request) -> Response:
+        body = CompareStatsIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        if "groups" in data:
+            ids = [run_id for group in data["groups"] for run_id in group["runs"]]
+            runs = {run.id: run for run in accessible_runs(request, ids, field="groups")}
+            groups = [(g["name"], [runs[run_id] for run_id in dict.fromkeys(g["runs"])]) for g in data["groups"]]
+        else:
+            groups = groups_by_field(accessible_runs(request, data["runs"]), data["group_by"])
+            if len(groups) > MAX_GROUPS:
+                raise ApiError(
+                    f"{data['group_by']} takes {len(groups)} values, over the limit of {MAX_GROUPS} groups.",
+                    fields={"group_by": [f"more than {MAX_GROUPS} values"]},
+                )
+        names = [name for name, _ in groups]
+        baseline = data.get("baseline", names[0])
+        if baseline not in names:
+            raise ApiError(
+                f"baseline {baseline!r} is none of the groups ({', '.join(names)}).",
+                fields={"baseline": ["not a group"]},
+            )
+        options = Options(
+            metric=data["metric"],
+            summary=data["summary"],
+            final_fraction=data["final_fraction"],
+            step=data.get("step"),
+            higher_is_better=data["higher_is_better"],
+        )
+        values = run_values([run for _, members in groups for run in members], options)
+        bodies = [_group_body(name, members, values, data["rounds"]) for name, members in groups]
+        base = bodies[names.index(baseline)]
+        comparisons = [_comparison(base, other, data) for other in bodies if other is not base]
+        return Response(
+            {"metric": data["metric"], "summary": data["summary"], "groups": bodies, "comparisons": comparisons}
+        )
