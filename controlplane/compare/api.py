@@ -40,7 +40,7 @@ class CompareStatsIn(InputSerializer):
     final_fraction = serializers.FloatField(min_value=0.001, max_value=1.0, default=0.1)
     step = serializers.IntegerField(min_value=0, max_value=MAX_STEP, required=False, help_text="For at_step.")
     higher_is_better = serializers.BooleanField(default=True)
-    groups = GroupIn(
+    groups = GroupIn(  # type: ignore[call-arg]  # DRF's ListSerializer takes max_length; its stubs lag
         many=True,
         required=False,
         allow_empty=False,
