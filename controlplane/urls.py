@@ -34,12 +34,15 @@ from controlplane.limits import MAX_BIGINT
 from controlplane.metrics.api import MetricKeysView, MetricsQueryView, MetricsView
 from controlplane.observability.collectors import metrics_view
 from controlplane.runs.api import (
+    GroupDetailView,
+    GroupListView,
     RecipeListView,
     RunCancelView,
     RunCloneView,
     RunDetailView,
     RunEnvironmentView,
     RunListView,
+    SweepView,
 )
 from controlplane.teams.api import (
     MemberDetailView,
@@ -88,6 +91,9 @@ api_v1 = [
     path("recipes", RecipeListView.as_view()),
     path("runs", RunListView.as_view()),
     path("runs/<id:run_id>", RunDetailView.as_view()),
+    path("sweeps", SweepView.as_view()),
+    path("groups", GroupListView.as_view()),
+    path("groups/<id:group_id>", GroupDetailView.as_view()),
     path("runs/<id:run_id>/cancel", RunCancelView.as_view()),
     path("runs/<id:run_id>/clone", RunCloneView.as_view()),
     path("runs/<id:run_id>/resume", RunResumeView.as_view()),

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from rest_framework.test import APIClient
 
 from controlplane.metrics import merger
@@ -185,3 +187,33 @@ def slow_path(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
 
     monkeypatch.setattr(marks, "lock_rollups", spy)
     return calls
+
+
+T = TypeVar("T")
+
+
+def at_once(calls: list[Callable[[], T]], timeout: float = 120.0) -> list[T]:
+    """Run each call in a thread of its own, all released at the same moment (a barrier); their
+    results in the order given. A call's exception is raised here; each thread's database
+    connection is closed when it ends."""
+    barrier = threading.Barrier(len(calls))
+    results: dict[int, T] = {}
+    errors: list[BaseException] = []
+
+    def run(n: int, call: Callable[[], T]) -> None:
+        try:
+            barrier.wait()
+            results[n] = call()
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(n, call)) for n, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    if errors:
+        raise errors[0]
+    return [results[n] for n in range(len(calls))]

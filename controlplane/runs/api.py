@@ -6,20 +6,25 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import ErrorSerializer, Pagination, int_schema
+from controlplane.api import ApiError, ErrorSerializer, Pagination, int_schema, query_int
 from controlplane.auth.access import accessible_run
 from controlplane.limits import MAX_BIGINT
-from controlplane.runs import selectors, services
+from controlplane.runs import groups, selectors, services
+from controlplane.runs.models import RunGroupKind
 from controlplane.runs.serializers import (
     STATUS_CHOICES,
     STATUS_LIST_PATTERN,
     EnvironmentSerializer,
+    GroupCreateSerializer,
     RecipeSerializer,
     RunCloneSerializer,
     RunDetailSerializer,
+    RunGroupDetailSerializer,
+    RunGroupSerializer,
     RunListQuerySerializer,
     RunSubmitSerializer,
     RunSummarySerializer,
+    SweepSubmitSerializer,
 )
 from workers.recipes import RECIPES
 
@@ -118,3 +123,102 @@ class RunEnvironmentView(APIView):
         fields = dict(data.validated_data)
         services.attempt_report_environment(run=run, attempt_id=str(fields.pop("attempt")), **fields)
         return Response({"ok": True})
+
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
+
+
+def _idempotency_key(request: Request) -> str:
+    key = request.headers.get(IDEMPOTENCY_KEY, "")
+    if len(key) > 200 or not key.isprintable():
+        raise ApiError(
+            f"The {IDEMPOTENCY_KEY} header must be printable and at most 200 characters.",
+            fields={IDEMPOTENCY_KEY: ["printable, at most 200 characters"]},
+        )
+    return key
+
+
+def _group_detail(request: Request, group_id: int) -> Response:
+    group = groups.groups_visible_to(request.user).filter(id=group_id).first()
+    if group is None:
+        raise ApiError(f"Group {group_id} not found.", code="not_found", status_code=404)
+    runs = selectors.runs_visible_to(request.user).filter(groups=group).order_by("id")
+    return Response(RunGroupDetailSerializer(group, context={"runs": runs}).data)
+
+
+class SweepView(APIView):
+    @extend_schema(
+        request=SweepSubmitSerializer,
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_KEY,
+                str,
+                location=OpenApiParameter.HEADER,
+                description="Any string of yours (a UUID): a retried request with the same key and body gets "
+                "the first one's group back (200) and makes no runs; with another body, 409.",
+            )
+        ],
+        responses={
+            201: RunGroupDetailSerializer,
+            200: RunGroupDetailSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+        },
+        summary="Submit a sweep: one run per grid point and seed, as a run group",
+        description="Every config is checked against the recipe's schema before any run is made; a 400 names the "
+        "field and the grid point. At most 200 runs per sweep.",
+    )
+    def post(self, request: Request) -> Response:
+        key = _idempotency_key(request)
+        data = SweepSubmitSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        group, made = groups.sweep_submit(user=request.user, idempotency_key=key, **data.validated_data)
+        response = _group_detail(request, group.id)
+        response.status_code = status.HTTP_201_CREATED if made else status.HTTP_200_OK
+        return response
+
+
+class GroupListView(APIView):
+    pagination_class = Pagination  # GET's answer, documented as such
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("project", int_schema(0, MAX_BIGINT), description="Project id"),
+            OpenApiParameter("kind", str, enum=list(RunGroupKind.values), description="sweep or manual"),
+        ],
+        responses=RunGroupSerializer(many=True),
+        summary="Run groups of your teams, newest first",
+    )
+    def get(self, request: Request) -> Response:
+        found = groups.groups_visible_to(request.user).order_by("-created_at", "-id")
+        project = query_int(request, "project", lo=0, hi=MAX_BIGINT, default=None)
+        if project is not None:
+            found = found.filter(project_id=project)
+        kind = request.query_params.get("kind")
+        if kind is not None:
+            if kind not in RunGroupKind.values:
+                raise ApiError(f"kind must be one of {', '.join(RunGroupKind.values)}.", fields={"kind": ["unknown"]})
+            found = found.filter(kind=kind)
+        paginator = Pagination()
+        page = paginator.paginate_queryset(found, request, self)
+        return paginator.get_paginated_response(RunGroupSerializer(page, many=True).data)
+
+    @extend_schema(
+        request=GroupCreateSerializer,
+        responses={201: RunGroupDetailSerializer, 404: ErrorSerializer},
+        summary="Group runs submitted separately (all of one project), to compare them as one",
+    )
+    def post(self, request: Request) -> Response:
+        data = GroupCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        body = data.validated_data
+        group = groups.group_create(user=request.user, project=body["project"], name=body["name"], run_ids=body["runs"])
+        response = _group_detail(request, group.id)
+        response.status_code = status.HTTP_201_CREATED
+        return response
+
+
+class GroupDetailView(APIView):
+    @extend_schema(responses={200: RunGroupDetailSerializer, 404: ErrorSerializer}, summary="A run group and its runs")
+    def get(self, request: Request, group_id: int) -> Response:
+        return _group_detail(request, group_id)

@@ -5,6 +5,7 @@ import uuid
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models import Q
 
 from controlplane.teams.models import Project
 
@@ -96,3 +97,43 @@ class RunToken(models.Model):
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+
+class RunGroupKind(models.TextChoices):
+    SWEEP = "sweep"  # made by one sweep submission: a grid of config fields x seeds
+    MANUAL = "manual"  # runs submitted separately, put together after the fact
+
+
+class RunGroup(models.Model):
+    """Runs compared as one: the unit of comparison. A run may be in several groups (its sweep's,
+    and any a person makes after the fact)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="run_groups")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=RunGroupKind.choices)
+    runs = models.ManyToManyField(Run, related_name="groups", blank=True)
+    # A sweep's submission: the recipe, the base config, the grid (dotted config path → values)
+    # and the seeds; empty for a manual group.
+    recipe = models.CharField(max_length=64, blank=True, default="")
+    config = models.JSONField(default=dict, blank=True)
+    grid = models.JSONField(default=dict, blank=True)
+    seeds = ArrayField(models.BigIntegerField(), default=list, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="run_groups")
+    created_at = models.DateTimeField(auto_now_add=True)
+    # A retried submission with the same Idempotency-Key (per user) gets this group back instead
+    # of a second one; `request_digest` tells a retry from a different request under the same key.
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
+    request_digest = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["created_by", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="rungroup_idempotency_key",
+            )
+        ]
+        indexes = [models.Index(fields=["project", "-created_at"], name="rungroup_project_created")]
+
+    def __str__(self) -> str:
+        return f"group {self.pk} {self.name}"

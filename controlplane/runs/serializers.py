@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -8,7 +10,7 @@ from rest_framework.request import Request
 
 from controlplane.api import ApiError, InputSerializer, max_length, query_int
 from controlplane.limits import MAX_BIGINT
-from controlplane.runs.models import Attempt, Run, RunStatus
+from controlplane.runs.models import Attempt, Run, RunGroup, RunStatus
 from controlplane.runs.selectors import run_earlier_attempts_duration
 from controlplane.teams.serializers import ProjectSerializer
 from workers.recipes import RECIPES
@@ -203,3 +205,103 @@ class RunListQuerySerializer(InputSerializer):
         serializer = cls(data=data, context={"request": request})
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)
+
+
+GRID_PATH = r"^[A-Za-z_]\w{0,63}(\.[A-Za-z_]\w{0,63}){0,7}$"
+
+
+class SweepSubmitSerializer(RunSubmitSerializer):
+    grid = serializers.DictField(
+        child=serializers.ListField(child=serializers.JSONField(), min_length=1, max_length=100),
+        required=False,
+        default=dict,
+        help_text="Config fields to sweep, by dotted path (optim.lr), each with its values: one run per "
+        "combination and seed. Empty: the base config only.",
+    )
+    seeds = serializers.JSONField(
+        required=False,
+        help_text="How many seeds (1..100: seeds 0..n-1), or the seeds themselves (a list of distinct integers); "
+        "1 when omitted.",
+    )
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        data.setdefault("seeds", [0])
+        return data
+
+    def validate_grid(self, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        if len(grid) > 10:
+            raise serializers.ValidationError("at most 10 fields")
+        for path, values in grid.items():
+            if not re.fullmatch(GRID_PATH, path):
+                raise serializers.ValidationError(f"{path[:80]!r}: a dotted config path, such as optim.lr")
+            if path == "seed":
+                raise serializers.ValidationError("seed: give the seeds in `seeds`, not in the grid")
+            for value in values:
+                if isinstance(value, (dict, list)) or (isinstance(value, str) and len(value) > 200):
+                    raise serializers.ValidationError(f"{path}: values are numbers, strings (200 chars), true/false")
+            if len({json_key(v) for v in values}) != len(values):
+                raise serializers.ValidationError(f"{path}: a value is given twice")
+        return grid
+
+    def validate_seeds(self, seeds: Any) -> list[int]:
+        if isinstance(seeds, int) and not isinstance(seeds, bool):
+            if not 1 <= seeds <= 100:
+                raise serializers.ValidationError("a count of seeds from 1 to 100")
+            return list(range(seeds))
+        if (
+            not isinstance(seeds, list)
+            or not 1 <= len(seeds) <= 100
+            or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**31 for s in seeds)
+        ):
+            raise serializers.ValidationError("a count (1..100) or a list of 1..100 integers from 0 to 2^31-1")
+        if len(set(seeds)) != len(seeds):
+            raise serializers.ValidationError("a seed is given twice")
+        return list(seeds)
+
+
+def json_key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+class GroupCreateSerializer(InputSerializer):
+    project = ProjectRefField(help_text="Project id, or 'team-slug/project-name'.")
+    name = serializers.CharField(max_length=200)
+    runs = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_BIGINT), min_length=1, max_length=1000
+    )
+
+
+class RunGroupSerializer(serializers.ModelSerializer[RunGroup]):
+    project = ProjectSerializer(read_only=True)
+    created_by = serializers.CharField(source="created_by.username", read_only=True)
+    run_count = serializers.IntegerField(read_only=True, help_text="Runs in the group.")
+    seeds = serializers.ListField(child=serializers.IntegerField(), read_only=True)
+
+    class Meta:
+        model = RunGroup
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "project",
+            "recipe",
+            "config",
+            "grid",
+            "seeds",
+            "created_by",
+            "created_at",
+            "run_count",
+        ]
+        read_only_fields = fields
+
+
+class RunGroupDetailSerializer(RunGroupSerializer):
+    runs = serializers.SerializerMethodField(help_text="The group's runs, oldest first.")
+
+    class Meta(RunGroupSerializer.Meta):
+        fields = [*RunGroupSerializer.Meta.fields, "runs"]
+        read_only_fields = fields
+
+    @extend_schema_field(RunSummarySerializer(many=True))
+    def get_runs(self, group: RunGroup) -> Any:
+        return RunSummarySerializer(self.context["runs"], many=True).data

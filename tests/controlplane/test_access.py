@@ -44,6 +44,7 @@ from controlplane.evals import battles as eval_battles
 from controlplane.evals import services as eval_services
 from controlplane.evals.models import Eval, Serving
 from controlplane.metrics import merger
+from controlplane.runs import groups as run_groups
 from controlplane.runs import lifecycle
 from controlplane.runs import services as run_services
 from controlplane.runs.models import Run, RunStatus
@@ -185,6 +186,17 @@ ROUTES: dict[tuple[str, str], Call] = {
         TEAM_WRITE, (201,), "/api/v1/runs", {"project": "lab/default", "recipe": "smoke", "config": {"steps": 1}}
     ),
     ("api/v1/runs/<id:run_id>", "GET"): Call(RUN_READ, (200,), RUN),
+    ("api/v1/sweeps", "POST"): Call(
+        TEAM_WRITE,
+        (201,),
+        "/api/v1/sweeps",
+        {"project": "lab/default", "recipe": "smoke", "config": {"steps": 1}, "grid": {"interval_s": [0, 0.1]}},
+    ),
+    ("api/v1/groups", "GET"): Call(SIGNED_IN, (200,), "/api/v1/groups"),
+    ("api/v1/groups", "POST"): Call(
+        TEAM_WRITE, (201,), "/api/v1/groups", {"project": "lab/default", "name": "g", "runs": ["{run}"]}
+    ),
+    ("api/v1/groups/<id:group_id>", "GET"): Call(TEAM_READ, (200,), "/api/v1/groups/{group}"),
     ("api/v1/runs/<id:run_id>/cancel", "POST"): Call(RUN_ACT, (202,), RUN + "/cancel", fresh=True),
     ("api/v1/runs/<id:run_id>/clone", "POST"): Call(RUN_ACT, (201,), RUN + "/clone", {}),
     # A QUEUED run cannot be resumed: 409 once the caller is let through.
@@ -453,6 +465,8 @@ def world(db: Any, settings: Any, artifacts_dir: Any) -> Iterator[World]:
     artifact_upload(run=world.run, path="notes.txt", body=io.BytesIO(b"notes"), declared_length=5)
     _evals(world)
     _chats(world)
+    group = run_groups.group_create(user=people[P.ADMIN], project=project.id, name="seeds", run_ids=[world.run.id])
+    world.evals["group"] = str(group.id)
     yield world
     # Appends commit, so this process' merger rolls them up a moment later: wait for it before
     # the database is emptied (they would deadlock).

@@ -303,6 +303,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Run groups of your teams, newest first */
+        get: operations["groups_list"];
+        put?: never;
+        /** Group runs submitted separately (all of one project), to compare them as one */
+        post: operations["groups_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups/{group_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A run group and its runs */
+        get: operations["groups_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/metrics/query": {
         parameters: {
             query?: never;
@@ -702,6 +737,26 @@ export interface paths {
          * @description Browser login. GET also sets the `csrftoken` cookie the SPA sends back as X-CSRFToken.
          */
         delete: operations["session_destroy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sweeps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Submit a sweep: one run per grid point and seed, as a run group
+         * @description Every config is checked against the recipe's schema before any run is made; a 400 names the field and the grid point. At most 200 runs per sweep.
+         */
+        post: operations["sweeps_create"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1292,6 +1347,12 @@ export interface components {
             engine?: components["schemas"]["GenerationEngineEnum"];
             device?: components["schemas"]["DeviceEnum"];
         };
+        GroupCreateRequest: {
+            /** @description Project id, or 'team-slug/project-name'. */
+            project: number | string;
+            name: string;
+            runs: number[];
+        };
         GroupInRequest: {
             name: string;
             runs: number[];
@@ -1353,6 +1414,12 @@ export interface components {
             /** @description Prompts in the set now. */
             prompt_count: number;
         };
+        /**
+         * @description * `sweep` - Sweep
+         *     * `manual` - Manual
+         * @enum {string}
+         */
+        KindEnum: "sweep" | "manual";
         LengthControlled: {
             /** @description The votes this view was fitted on. It is refitted after the ranking (it is the slow part), so during a burst of votes it may trail the ranking's `votes`; it never claims votes it has not seen. */
             votes: number;
@@ -1551,6 +1618,21 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["Project"][];
+        };
+        PaginatedRunGroupList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["RunGroup"][];
         };
         PaginatedRunSummaryList: {
             /** @example 123 */
@@ -1867,6 +1949,14 @@ export interface components {
              */
             dir: string | null;
         };
+        /**
+         * @description * `chat` - chat
+         *     * `generate` - generate
+         *     * `grpo` - grpo
+         *     * `smoke` - smoke
+         * @enum {string}
+         */
+        RecipeEnum: "chat" | "generate" | "grpo" | "smoke";
         /** EvalConfig */
         RecipeEvalConfig: {
             /**
@@ -2355,6 +2445,38 @@ export interface components {
             cloned_from: number | null;
             readonly attempts: components["schemas"]["Attempt"][];
         };
+        RunGroup: {
+            readonly id: number;
+            readonly name: string;
+            readonly kind: components["schemas"]["KindEnum"];
+            readonly project: components["schemas"]["Project"];
+            readonly recipe: string;
+            readonly config: unknown;
+            readonly grid: unknown;
+            readonly seeds: number[];
+            readonly created_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** @description Runs in the group. */
+            readonly run_count: number;
+        };
+        RunGroupDetail: {
+            readonly id: number;
+            readonly name: string;
+            readonly kind: components["schemas"]["KindEnum"];
+            readonly project: components["schemas"]["Project"];
+            readonly recipe: string;
+            readonly config: unknown;
+            readonly grid: unknown;
+            readonly seeds: number[];
+            readonly created_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** @description Runs in the group. */
+            readonly run_count: number;
+            /** @description The group's runs, oldest first. */
+            readonly runs: components["schemas"]["RunSummary"][];
+        };
         RunHumanEval: {
             /** @description Of the evals you can see that ranked this run's checkpoints, the one that ranked most of them. */
             eval: components["schemas"]["EvalRef"] | null;
@@ -2513,6 +2635,30 @@ export interface components {
          * @enum {string}
          */
         SummaryEnum: "final" | "best" | "auc" | "at_step";
+        SweepSubmitRequest: {
+            /** @description Project id, or 'team-slug/project-name' (created if missing). */
+            project: number | string;
+            /** @default  */
+            name: string;
+            /**
+             * @description A recipe; see GET /api/v1/recipes.
+             *
+             *     * `chat` - chat
+             *     * `generate` - generate
+             *     * `grpo` - grpo
+             *     * `smoke` - smoke
+             */
+            recipe: components["schemas"]["RecipeEnum"];
+            /** @description Validated against the recipe's schema (GET /api/v1/recipes). */
+            config?: unknown;
+            tags?: string[];
+            /** @description Config fields to sweep, by dotted path (optim.lr), each with its values: one run per combination and seed. Empty: the base config only. */
+            grid?: {
+                [key: string]: unknown[];
+            };
+            /** @description How many seeds (1..100: seeds 0..n-1), or the seeds themselves (a list of distinct integers); 1 when omitted. */
+            seeds?: unknown;
+        };
         Team: {
             readonly id: number;
             slug: string;
@@ -3709,6 +3855,177 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Ranking"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    groups_list: {
+        parameters: {
+            query?: {
+                /** @description sweep or manual */
+                kind?: "manual" | "sweep";
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+                /** @description Project id */
+                project?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedRunGroupList"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    groups_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunGroupDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    groups_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunGroupDetail"];
                 };
             };
             /** @description Invalid input, named by field. */
@@ -5393,6 +5710,85 @@ export interface operations {
             };
             /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    sweeps_create: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Any string of yours (a UUID): a retried request with the same key and body gets the first one's group back (200) and makes no runs; with another body, 409. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SweepSubmitRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunGroupDetail"];
+                };
+            };
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunGroupDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

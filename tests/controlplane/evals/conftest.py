@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from django.db import connection
 from rest_framework.test import APIClient
 
 from controlplane.evals.models import Candidate, Eval, EvalPrompt
@@ -156,33 +154,3 @@ def vote_once(client: APIClient, opened: OpenEval, choice: str = "a") -> dict[st
     body: dict[str, Any] = battle.json()
     assert post(client, f"/api/v1/battles/{body['battle']}/votes", {"choice": choice}).status_code == 201
     return body
-
-
-T = TypeVar("T")
-
-
-def at_once(calls: list[Callable[[], T]], timeout: float = 120.0) -> list[T]:
-    """Run each call in a thread of its own, all released at the same moment (a barrier); their
-    results in the order given. A call's exception is raised here; each thread's database
-    connection is closed when it ends."""
-    barrier = threading.Barrier(len(calls))
-    results: dict[int, T] = {}
-    errors: list[BaseException] = []
-
-    def run(n: int, call: Callable[[], T]) -> None:
-        try:
-            barrier.wait()
-            results[n] = call()
-        except BaseException as exc:  # noqa: BLE001 - raised in the caller below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(n, call)) for n, call in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout)
-    if errors:
-        raise errors[0]
-    return [results[n] for n in range(len(calls))]

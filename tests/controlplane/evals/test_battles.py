@@ -16,8 +16,8 @@ from controlplane.evals.battles import choice_stored
 from controlplane.evals.models import Battle, Serving, Vote
 from controlplane.teams.models import Membership, Project, Role
 from controlplane.teams.services import token_create
-from tests.conftest import Persona
-from tests.controlplane.evals.conftest import OpenEval, at_once, open_eval, post
+from tests.conftest import Persona, at_once
+from tests.controlplane.evals.conftest import OpenEval, open_eval, post
 
 pytestmark = pytest.mark.django_db
 

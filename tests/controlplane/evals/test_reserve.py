@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 from controlplane.evals.models import Serving
 from controlplane.evals.pick import battle_prepare
 from controlplane.teams.services import token_create
-from tests.conftest import Persona
-from tests.controlplane.evals.conftest import OpenEval, at_once, post, voter
+from tests.conftest import Persona, at_once
+from tests.controlplane.evals.conftest import OpenEval, post, voter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
