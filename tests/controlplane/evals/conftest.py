@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from celery._state import _set_task_join_will_block
 from rest_framework.test import APIClient
 
 from controlplane.evals.models import Candidate, Eval, EvalPrompt
@@ -118,6 +119,10 @@ def live_eval(owner: Persona, project: Project) -> Iterator[OpenEval]:
     app.conf.task_always_eager = app.conf.task_eager_propagates = True
     yield opened
     app.conf.task_always_eager, app.conf.task_eager_propagates = before
+    # An eager task runs under Celery's "never join a result here" flag, a process-wide global
+    # that two threads running eager tasks at once can leave set (each restores what it saw on
+    # entry): a later test's .get() would then refuse. Clear it.
+    _set_task_join_will_block(False)
 
 
 @pytest.fixture(autouse=True)
