@@ -216,6 +216,8 @@ SPECTACULAR_SETTINGS = {
         "RoleEnum": "controlplane.teams.models.Role",
         "ChatRoleEnum": "controlplane.chat.models.Role",
         "RecipeGenerateConfigDtypeEnum": ["auto", "float32", "bfloat16", "float16"],
+        "RunGroupKindEnum": "controlplane.runs.models.RunGroupKind",
+        "CompareSummaryEnum": "controlplane.compare.summaries.SUMMARIES",
     },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

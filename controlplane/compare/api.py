@@ -123,7 +123,14 @@ def _comparison(base: dict[str, Any], other: dict[str, Any], data: dict[str, Any
     if not a or not b:
         empty = base["name"] if not a else other["name"]
         return {**body, "result": None, "verdict": f"Group {empty} has no run with a value of {data['metric']}."}
-    c = stats.compare(a, b, min_effect=data.get("min_effect"), rounds=data["rounds"], seed=len(a) + len(b))
+    c = stats.compare(
+        a,
+        b,
+        min_effect=data.get("min_effect"),
+        rounds=data["rounds"],
+        seed=len(a) + len(b),
+        names=(base["name"], other["name"]),
+    )
     metric = f"{data['summary']} {data['metric']}"
     verdict = stats.verdict(
         c,

@@ -210,10 +210,16 @@ def _fragile(a: FloatArray, b: FloatArray, significant: bool) -> bool:
 
 
 def compare(
-    a: ArrayLike, b: ArrayLike, *, min_effect: float | None = None, rounds: int = ROUNDS, seed: int = 0
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    min_effect: float | None = None,
+    rounds: int = ROUNDS,
+    seed: int = 0,
+    names: tuple[str, str] = ("a", "b"),
 ) -> Comparison:
     """Group b against baseline a. `min_effect`: the difference worth detecting, for
-    seeds_needed (the observed difference when None)."""
+    seeds_needed (the observed difference when None); `names`: the groups' names, for warnings."""
     x_a, x_b = _values(a, "a"), _values(b, "b")
     if x_a.size == 0 or x_b.size == 0:
         raise ValueError("each group needs at least one run")
@@ -226,7 +232,7 @@ def compare(
     effect = difference if min_effect is None else float(min_effect)
     warnings = [
         f"group {name} has {len(x)} run{'s' if len(x) != 1 else ''}: fewer than {MIN_RUNS}, its spread is a guess"
-        for name, x in (("a", x_a), ("b", x_b))
+        for name, x in zip(names, (x_a, x_b), strict=True)
         if len(x) < MIN_RUNS
     ]
     fragile = test is not None and _fragile(x_a, x_b, significant)

@@ -11,6 +11,8 @@ import { EvalResponsesPage } from "./pages/evals/GenerationsPanel";
 import { NewEvalPage } from "./pages/evals/NewEvalPage";
 import { NewEvalSetPage } from "./pages/evals/NewEvalSetPage";
 import { VotePage } from "./pages/evals/VotePage";
+import { GroupPage } from "./pages/groups/GroupPage";
+import { GroupsPage } from "./pages/groups/GroupsPage";
 import { LoginPage } from "./pages/login/LoginPage";
 import { MlflowLinkPage } from "./pages/mlflow/MlflowLinkPage";
 import { RunPage } from "./pages/run/RunPage";
@@ -36,6 +38,8 @@ export function App() {
         <Route path="eval-sets" element={<EvalSetsPage />} />
         <Route path="eval-sets/new" element={<NewEvalSetPage />} />
         <Route path="eval-sets/:id" element={<EvalSetPage />} />
+        <Route path="groups" element={<GroupsPage />} />
+        <Route path="groups/:id" element={<GroupPage />} />
         <Route path="chat" element={<ChatPage />} />
         <Route path="chat/:id" element={<ChatSessionPage />} />
         <Route path="*" element={<NotFound />} />

@@ -44,6 +44,10 @@ import {
   type GenerationPage,
   type ProjectPage,
   type TeamPage,
+  type CompareStats,
+  type CompareStatsRequest,
+  type RunGroupDetail,
+  type RunGroupPage,
 } from "./types";
 
 /** Server-side downsampling bound per series. */
@@ -423,5 +427,32 @@ export function useGenerations(evalId: number, offset: number, limit: number, en
     placeholderData: keepPreviousData,
     // A closed eval's responses never change.
     staleTime: Number.POSITIVE_INFINITY,
+  });
+}
+
+// ---------------------------------------------------------------- run groups, comparison
+
+export function useGroups() {
+  return useQuery({
+    queryKey: queryKeys.groupLists,
+    queryFn: ({ signal }) => apiRequest<RunGroupPage>("/groups", { query: { limit: PICKER_LIMIT }, signal }),
+  });
+}
+
+export function useGroup(groupId: number) {
+  return useQuery({
+    queryKey: queryKeys.group(groupId),
+    queryFn: ({ signal }) => apiRequest<RunGroupDetail>(`/groups/${groupId}`, { signal }),
+    // Its runs' statuses move while they run.
+    refetchInterval: (query) =>
+      query.state.data?.runs.some((run) => !isTerminal(run.status)) ? RUNS_REFETCH_MS : false,
+  });
+}
+
+/** The statistics of groups of runs: asked on demand (a button), so a mutation. */
+export function useCompareStats() {
+  return useMutation({
+    mutationFn: (body: CompareStatsRequest) =>
+      apiRequest<CompareStats>("/compare/stats", { method: "POST", body }),
   });
 }

@@ -33,4 +33,6 @@ export const queryKeys = {
   projects: (team: string) => ["projects", team] as const,
   evalSetLists: ["eval-sets"] as const,
   evalSet: (setId: number) => ["eval-set", setId] as const,
+  groupLists: ["groups"] as const,
+  group: (groupId: number) => ["group", groupId] as const,
 };

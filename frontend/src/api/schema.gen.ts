@@ -1105,7 +1105,7 @@ export interface components {
              *     * `at_step` - at_step
              * @default final
              */
-            summary: components["schemas"]["SummaryEnum"];
+            summary: components["schemas"]["CompareSummaryEnum"];
             /**
              * Format: double
              * @default 0.1
@@ -1141,6 +1141,14 @@ export interface components {
             /** @description Each group against the baseline. */
             comparisons: components["schemas"]["ComparisonOut"][];
         };
+        /**
+         * @description * `final` - final
+         *     * `best` - best
+         *     * `auc` - auc
+         *     * `at_step` - at_step
+         * @enum {string}
+         */
+        CompareSummaryEnum: "final" | "best" | "auc" | "at_step";
         ComparisonOut: {
             baseline: string;
             group: string;
@@ -1414,12 +1422,6 @@ export interface components {
             /** @description Prompts in the set now. */
             prompt_count: number;
         };
-        /**
-         * @description * `sweep` - Sweep
-         *     * `manual` - Manual
-         * @enum {string}
-         */
-        KindEnum: "sweep" | "manual";
         LengthControlled: {
             /** @description The votes this view was fitted on. It is refitted after the ranking (it is the slow part), so during a burst of votes it may trail the ranking's `votes`; it never claims votes it has not seen. */
             votes: number;
@@ -2448,7 +2450,7 @@ export interface components {
         RunGroup: {
             readonly id: number;
             readonly name: string;
-            readonly kind: components["schemas"]["KindEnum"];
+            readonly kind: components["schemas"]["RunGroupKindEnum"];
             readonly project: components["schemas"]["Project"];
             readonly recipe: string;
             readonly config: unknown;
@@ -2463,7 +2465,7 @@ export interface components {
         RunGroupDetail: {
             readonly id: number;
             readonly name: string;
-            readonly kind: components["schemas"]["KindEnum"];
+            readonly kind: components["schemas"]["RunGroupKindEnum"];
             readonly project: components["schemas"]["Project"];
             readonly recipe: string;
             readonly config: unknown;
@@ -2477,6 +2479,12 @@ export interface components {
             /** @description The group's runs, oldest first. */
             readonly runs: components["schemas"]["RunSummary"][];
         };
+        /**
+         * @description * `sweep` - Sweep
+         *     * `manual` - Manual
+         * @enum {string}
+         */
+        RunGroupKindEnum: "sweep" | "manual";
         RunHumanEval: {
             /** @description Of the evals you can see that ranked this run's checkpoints, the one that ranked most of them. */
             eval: components["schemas"]["EvalRef"] | null;
@@ -2627,14 +2635,6 @@ export interface components {
          * @enum {string}
          */
         StatusEnum: "QUEUED" | "DISPATCHING" | "RUNNING" | "CANCELLING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
-        /**
-         * @description * `final` - final
-         *     * `best` - best
-         *     * `auc` - auc
-         *     * `at_step` - at_step
-         * @enum {string}
-         */
-        SummaryEnum: "final" | "best" | "auc" | "at_step";
         SweepSubmitRequest: {
             /** @description Project id, or 'team-slug/project-name' (created if missing). */
             project: number | string;

@@ -246,3 +246,17 @@ export type EvalWsMessage = WsEvalState | WsEvalProgress | WsRankingUpdated;
 
 /** Close code for a caller that may not watch (a run's token): HTTP's 403. */
 export const WS_CLOSE_FORBIDDEN = 4403;
+
+// ---------------------------------------------------------------- run groups, comparison
+
+/** GET /api/v1/groups (one page); a sweep's or a hand-made group of runs. */
+export type RunGroup = Schemas["RunGroup"];
+export type RunGroupPage = Schemas["PaginatedRunGroupList"];
+/** GET /api/v1/groups/{id}: the group and its runs. */
+export type RunGroupDetail = Schemas["RunGroupDetail"];
+/** POST /api/v1/compare/stats */
+export type CompareStatsRequest = Schemas["CompareStatsInRequest"];
+export type CompareStats = Schemas["CompareStatsOut"];
+export type CompareGroup = Schemas["GroupOut"];
+export type Comparison = Schemas["ComparisonOut"];
+export type CompareSummaryKind = Schemas["CompareSummaryEnum"];

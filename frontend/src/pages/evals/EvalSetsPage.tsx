@@ -2,6 +2,7 @@ import { Link } from "react-router";
 
 import { useEvalSets, useTeams } from "../../api/hooks";
 import { ErrorBox } from "../../components/ErrorBox";
+import { TableState } from "../../components/TableState";
 import { formatDateTime } from "../../format";
 import { mayCreate } from "./forms";
 
@@ -46,20 +47,12 @@ export function EvalSetsPage() {
               <td className="muted">{formatDateTime(item.created_at)}</td>
             </tr>
           ))}
-          {sets.data && results.length === 0 ? (
-            <tr>
-              <td colSpan={7} className="empty">
-                No eval sets yet.
-              </td>
-            </tr>
-          ) : null}
-          {sets.isPending ? (
-            <tr>
-              <td colSpan={7} className="empty">
-                Loading…
-              </td>
-            </tr>
-          ) : null}
+          <TableState
+            pending={sets.isPending}
+            isEmpty={sets.isSuccess && results.length === 0}
+            empty="No eval sets yet."
+            columns={7}
+          />
         </tbody>
       </table>
     </section>

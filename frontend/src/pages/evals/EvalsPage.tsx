@@ -3,6 +3,7 @@ import { Link } from "react-router";
 import { useEvals, useTeams } from "../../api/hooks";
 import type { Eval } from "../../api/types";
 import { ErrorBox } from "../../components/ErrorBox";
+import { TableState } from "../../components/TableState";
 import { StatusBadge } from "../../components/StatusBadge";
 import { formatDateTime } from "../../format";
 import { mayCreate } from "./forms";
@@ -50,20 +51,12 @@ export function EvalsPage() {
           {results.map((item) => (
             <EvalRow key={item.id} item={item} />
           ))}
-          {evals.data && results.length === 0 ? (
-            <tr>
-              <td colSpan={7} className="empty">
-                No evals yet.
-              </td>
-            </tr>
-          ) : null}
-          {evals.isPending ? (
-            <tr>
-              <td colSpan={7} className="empty">
-                Loading…
-              </td>
-            </tr>
-          ) : null}
+          <TableState
+            pending={evals.isPending}
+            isEmpty={evals.isSuccess && results.length === 0}
+            empty="No evals yet."
+            columns={7}
+          />
         </tbody>
       </table>
     </section>

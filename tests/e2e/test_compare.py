@@ -1,0 +1,59 @@
+"""A sweep compared in the browser: submitted through the API, its configs compared on the
+group's page, the verdict read (headless Chromium, Debian's, driven by playwright-core)."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+
+import numpy as np
+import pytest
+
+from tests.e2e.conftest import Live
+from tests.e2e.test_browser import ROOT, SHOTS, check_env
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+
+def test_a_person_compares_a_sweeps_configs_and_reads_the_verdict(live: Live) -> None:
+    body = {
+        "project": "lab/e2e",
+        "recipe": "smoke",
+        "name": "pace",
+        "config": {"steps": 1, "interval_s": 0},
+        "grid": {"tasks_per_step": [1, 2]},
+        "seeds": 3,
+    }
+    key = str(uuid.uuid4())
+    rng = np.random.default_rng(3)
+    with live.client() as client:
+        made = client.post("/api/v1/sweeps", json=body, headers={"Idempotency-Key": key})
+        assert made.status_code == 201, made.text
+        again = client.post("/api/v1/sweeps", json=body, headers={"Idempotency-Key": key})
+        assert again.status_code == 200 and again.json()["id"] == made.json()["id"]
+        group = made.json()
+        assert group["run_count"] == 6
+        for run in group["runs"]:
+            # Spare the shared Ray: the runs need not train, only carry the metric to compare.
+            client.post(f"/api/v1/runs/{run['id']}/cancel")
+            top = 0.6 if "tasks_per_step=2" in run["name"] else 0.5
+            steps = list(range(50))
+            values = [round(top * (1 - np.exp(-s / 10)) + float(rng.normal(0, 0.01)), 4) for s in steps]
+            series = [{"key": "reward/mean", "steps": steps, "values": values}]
+            written = client.post(f"/api/v1/runs/{run['id']}/metrics", json={"series": series})
+            assert written.status_code == 200, written.text
+    env = check_env(live, group["runs"][0]["id"]) | {"BARREL_GROUP_ID": str(group["id"])}
+    result = subprocess.run(
+        ["node", "e2e/compare.mjs"], cwd=ROOT / "frontend", env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    verdicts = [line for line in result.stdout.splitlines() if line.startswith("VERDICT ")]
+    assert len(verdicts) == 1, result.stdout
+    assert verdicts[0].startswith("VERDICT tasks_per_step=2 beats tasks_per_step=1 on final reward/mean: +0.")
+    assert "p < 0.001, 3 seeds each." in verdicts[0]
+    warnings = [line for line in result.stdout.splitlines() if line.startswith("WARNING ")]
+    assert warnings == [
+        "WARNING group tasks_per_step=1 has 3 runs: fewer than 5, its spread is a guess",
+        "WARNING group tasks_per_step=2 has 3 runs: fewer than 5, its spread is a guess",
+    ]
+    assert (SHOTS / "group-compare.png").exists()
