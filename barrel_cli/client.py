@@ -12,12 +12,15 @@ USER_AGENT = "barrel-cli/0.1"
 
 
 class Api:
-    def __init__(self, url: str, token: str | None, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, url: str, token: str | None, *, timeout_s: float = 30.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
         self.url = url.rstrip("/")
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s, transport=transport)
+        self.last_status: int | None = None  # the HTTP status of the last answer (201 made, 200 found, ...)
 
     def request(
         self,
@@ -26,8 +29,9 @@ class Api:
         *,
         json: Any = None,
         params: dict[str, str | int] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Any:
-        return self._send(method, f"/api/v1/{path.lstrip('/')}", json=json, params=params)
+        return self._send(method, f"/api/v1/{path.lstrip('/')}", json=json, params=params, headers=headers)
 
     def mlflow(
         self, method: str, endpoint: str, *, json: Any = None, params: dict[str, str | int] | None = None
@@ -35,9 +39,17 @@ class Api:
         """The control plane's MLflow-compatible API (``/mlflow/api/2.0/mlflow/<endpoint>``)."""
         return self._send(method, f"/mlflow/api/2.0/mlflow/{endpoint.lstrip('/')}", json=json, params=params)
 
-    def _send(self, method: str, target: str, *, json: Any, params: dict[str, str | int] | None) -> Any:
+    def _send(
+        self,
+        method: str,
+        target: str,
+        *,
+        json: Any,
+        params: dict[str, str | int] | None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         try:
-            response = self._http.request(method, target, json=json, params=params)
+            response = self._http.request(method, target, json=json, params=params, headers=headers)
         except httpx.TimeoutException as exc:
             raise NetworkError(
                 f"{self.url} did not answer in time ({type(exc).__name__})",
@@ -50,6 +62,7 @@ class Api:
             ) from exc
         except httpx.HTTPError as exc:
             raise CliError(f"request to {self.url} failed: {exc}") from exc
+        self.last_status = response.status_code
         if response.status_code >= 400:
             raise api_error_from_response(response)
         if not response.content:

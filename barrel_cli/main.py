@@ -1,4 +1,5 @@
-"""``barrel``: submit, list, watch and cancel runs on a Barrel control plane, and import metrics.
+"""``barrel``: submit, list, watch and cancel runs on a Barrel control plane, import metrics, and
+submit sweeps and compare their configs.
 
 Exit codes: 0 success; 1 error (network, API, or the watched run failed); 2 bad usage or a run
 config the control plane rejected; 130 interrupted.
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from barrel_cli.client import Api
+from barrel_cli.compare import parse_grid, stats_report, submit_sweep
 from barrel_cli.config import DEFAULT_URL, config_path, load_config, normalize_url, resolve_credentials, save_config
 from barrel_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError
 from barrel_cli.formatting import project_label, runs_table
@@ -58,6 +60,48 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument(
         "--quiet", "-q", action="store_true", help="print only the run's id, for scripts: RUN=$(barrel submit -q ...)"
     )
+
+    p = sub.add_parser(
+        "sweep",
+        help="submit a grid of configs x seeds as one run group",
+        description="Submit one run per combination of the --grid values and seed, as a run group. The request "
+        "carries an Idempotency-Key and is sent again while its answer is lost: its runs are made once.",
+    )
+    p.add_argument("file", type=Path, metavar="CONFIG.yaml")
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="FIELD.PATH=V1,V2,...",
+        help="a config field and its values (YAML-typed); repeat for more fields",
+    )
+    p.add_argument("--seeds", type=_positive_int, default=1, help="seeds per grid point: 0..N-1 (default 1)")
+    p.add_argument("--project", help="team/project (overrides the file)")
+    p.add_argument("--name", help="group name, prefix of its runs' names (overrides the file)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a value of the base config, as for submit")  # fmt: skip
+    p.add_argument("--key", help="your Idempotency-Key (default: a fresh one); reuse it to retry a sweep safely")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the group as JSON")
+    out.add_argument("--quiet", "-q", action="store_true", help="print only the group's id")
+
+    p = sub.add_parser(
+        "compare",
+        help="whether a group's configs differ on a metric",
+        description="Split a run group (or runs) by a config field and test each part against a baseline: means "
+        "with Student-t intervals, IQMs, Welch's test, the seeds needed, and a verdict.",
+    )
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--group", type=_run_id, metavar="ID", help="a run group (`barrel sweep` prints its id)")
+    target.add_argument("--runs", metavar="ID,ID,...", help="runs, comma-separated")
+    p.add_argument("--metric", default="reward/mean", help="the metric key (default reward/mean)")
+    p.add_argument("--by", metavar="FIELD.PATH", help="the config field to split by (default: a sweep's first)")
+    p.add_argument("--summary", choices=("final", "best", "auc", "at_step"), default="final",
+                   help="how a run becomes one number (default final: the mean of its last 10%% of steps)")  # fmt: skip
+    p.add_argument("--step", type=int, help="the step, with --summary at_step")
+    p.add_argument("--baseline", help="the part the others are compared with (default: the first)")
+    p.add_argument("--lower-is-better", action="store_true", help="the metric is a loss")
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
 
     p = sub.add_parser("runs", help="list runs", description="List runs, newest first.")
     p.add_argument("--status", type=str.upper, choices=STATUSES, metavar="STATUS", help=", ".join(STATUSES))
@@ -194,6 +238,70 @@ def cmd_submit(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    body = build_submission(args.file, project=args.project, name=args.name, overrides=args.overrides)
+    body |= {"grid": parse_grid(args.grid), "seeds": args.seeds}
+    api, _ = _api(environ)
+    with api:
+        try:
+            group, made = submit_sweep(api, body, key=args.key, out=sys.stderr)
+        except ApiError as exc:
+            if exc.status == 400:
+                print(f"the control plane rejected the sweep: {exc.message}", file=sys.stderr)
+                for path, messages in exc.fields.items():
+                    for message in messages:
+                        print(f"  {path}: {message}", file=sys.stderr)
+                return EXIT_USAGE
+            raise
+    if args.json:
+        print(json.dumps(group, indent=2))
+        return 0
+    if args.quiet:
+        print(group.get("id"))
+        return 0
+    runs = group.get("runs", [])
+    said = "submitted" if made else "already submitted with this key"
+    print(f"group {group.get('id')} {said}: {len(runs)} runs of {group.get('recipe')} in {project_label(group)}")
+    for run in runs:
+        print(f"  run {run.get('id')}: {run.get('name')}")
+    print(f"compare its configs with: barrel compare --group {group.get('id')}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    if args.summary == "at_step" and args.step is None:
+        raise CliError("--summary at_step needs --step", exit_code=EXIT_USAGE)
+    api, _ = _api(environ)
+    with api:
+        by = args.by
+        if args.group:
+            group = api.get(f"groups/{args.group}")
+            runs = [run["id"] for run in group.get("runs", [])]
+            by = by or next(iter(group.get("grid") or {}), None)
+        else:
+            try:
+                runs = [int(part) for part in args.runs.split(",") if part.strip()]
+            except ValueError:
+                message = f"--runs {args.runs!r}: expected run ids, comma-separated"
+                raise CliError(message, exit_code=EXIT_USAGE) from None
+        if not by:
+            raise CliError("--by FIELD.PATH is needed: the group is no sweep to take it from", exit_code=EXIT_USAGE)
+        body: dict[str, Any] = {
+            "metric": args.metric,
+            "summary": args.summary,
+            "runs": runs,
+            "group_by": by,
+            "higher_is_better": not args.lower_is_better,
+        }
+        if args.step is not None:
+            body["step"] = args.step
+        if args.baseline:
+            body["baseline"] = args.baseline
+        result = api.post("compare/stats", body)
+    print(json.dumps(result, indent=2) if args.json else stats_report(result))
+    return 0
+
+
 def resolve_project(api: Api, project: str) -> dict[str, str | int]:
     """Query parameters for ``GET /runs`` from ``team/project`` or a project id."""
     if project.isdigit():
@@ -272,6 +380,8 @@ def cmd_import(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 COMMANDS = {
     "login": cmd_login,
     "submit": cmd_submit,
+    "sweep": cmd_sweep,
+    "compare": cmd_compare,
     "runs": cmd_runs,
     "watch": cmd_watch,
     "cancel": cmd_cancel,

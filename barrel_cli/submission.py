@@ -32,7 +32,7 @@ _Loader.add_implicit_resolver(
 )
 
 
-def _yaml_load(text: str) -> Any:
+def yaml_load(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # noqa: S506 — a SafeLoader subclass
 
 
@@ -42,7 +42,7 @@ def load_run_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}", exit_code=EXIT_USAGE) from exc
     try:
-        data = _yaml_load(text)
+        data = yaml_load(text)
     except yaml.YAMLError as exc:
         raise CliError(f"{path} is not valid YAML: {exc}", exit_code=EXIT_USAGE) from exc
     if data is None:
@@ -73,7 +73,7 @@ def parse_override(expr: str) -> tuple[list[str], Any]:
     if len(path) == 1 and path[0] in _STRING_KEYS:
         return path, raw
     try:
-        value = _yaml_load(raw) if raw.strip() else ""
+        value = yaml_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw  # not YAML: take it as the literal string
     return path, value
