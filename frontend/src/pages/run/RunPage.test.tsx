@@ -1,4 +1,4 @@
-import { cleanup, screen, waitFor } from "@testing-library/react";
+import { cleanup, fireEvent, screen, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { CheckpointScore, MetricKeysResponse, MetricsResponse, RunDetail, RunHumanEval } from "../../api/types";
@@ -165,6 +165,27 @@ describe("the run page", () => {
     await waitFor(() => expect(api.callsTo("/api/v1/runs/5")).toBe(2));
     // In order: no resync, so the series were fetched once.
     expect(api.callsTo("/api/v1/runs/5/metrics")).toBe(1);
+  });
+
+  it("smooths the charts and puts them on a log axis, and remembers the choice", async () => {
+    localStorage.removeItem("barrel.chartView");
+    runPageApi();
+    renderRun();
+    await screen.findByTestId("points-reward/mean");
+    expect(plots.fed.get("mean")?.[4]).toEqual([0.25, 0.5]); // no smoothing: the mean itself
+    fireEvent.change(screen.getByTestId("smoothing"), { target: { value: "0.5" } });
+    // Debiased: (0.5·0.5·0.25 + 0.5·0.5) / 0.75 = 5/12 for the second point.
+    await waitFor(() => expect((plots.fed.get("mean")?.[4] as number[])[1]).toBeCloseTo(5 / 12));
+    expect(plots.fed.get("mean")?.[1]).toEqual([0.25, 0.5]); // the raw mean stays under it
+    fireEvent.click(screen.getByTestId("log-scale"));
+    expect(JSON.parse(localStorage.getItem("barrel.chartView") ?? "{}")).toEqual({ smoothing: 0.5, logScale: true });
+    cleanup();
+    runPageApi();
+    renderRun();
+    await screen.findByTestId("points-reward/mean");
+    expect((screen.getByTestId("smoothing") as HTMLInputElement).value).toBe("0.5");
+    expect((screen.getByTestId("log-scale") as HTMLInputElement).checked).toBe(true);
+    localStorage.removeItem("barrel.chartView");
   });
 
   it("refetches what it missed when the event counter jumps", async () => {

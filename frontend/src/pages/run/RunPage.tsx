@@ -1,3 +1,4 @@
+import { useCallback, useState } from "react";
 import { Link, useParams } from "react-router";
 
 import { ApiError } from "../../api/client";
@@ -9,7 +10,7 @@ import { useNow } from "../../components/useNow";
 import { formatDateTime, formatDuration, runDurationMs } from "../../format";
 import { ArtifactsPanel } from "./ArtifactsPanel";
 import { shortCode, waitingParts } from "./attempts";
-import { groupByNamespace } from "./charts";
+import { DEFAULT_VIEW, groupByNamespace, type ChartView } from "./charts";
 import { ConfigPanel } from "./ConfigPanel";
 import { HumanEvalPanel } from "./HumanEvalPanel";
 import { MetricChart } from "./MetricChart";
@@ -199,8 +200,58 @@ function FailureBox({ run }: { run: RunDetail }) {
   );
 }
 
+const VIEW_STORAGE = "barrel.chartView";
+
+/** The charts' smoothing and y axis, remembered in this browser across runs. */
+function useChartView(): [ChartView, (view: ChartView) => void] {
+  const [view, setView] = useState<ChartView>(() => {
+    try {
+      const saved = JSON.parse(localStorage.getItem(VIEW_STORAGE) ?? "null") as Partial<ChartView> | null;
+      return { ...DEFAULT_VIEW, ...(saved ?? {}) };
+    } catch {
+      return DEFAULT_VIEW;
+    }
+  });
+  const save = useCallback((next: ChartView) => {
+    setView(next);
+    localStorage.setItem(VIEW_STORAGE, JSON.stringify(next));
+  }, []);
+  return [view, save];
+}
+
+function ChartControls({ view, onChange }: { view: ChartView; onChange: (view: ChartView) => void }) {
+  return (
+    <div className="chart-controls" data-testid="chart-controls">
+      <label>
+        smoothing{" "}
+        <input
+          type="range"
+          min={0}
+          max={0.99}
+          step={0.01}
+          value={view.smoothing}
+          onChange={(e) => onChange({ ...view, smoothing: Number(e.target.value) })}
+          data-testid="smoothing"
+          aria-label="smoothing"
+        />{" "}
+        <span className="num">{view.smoothing.toFixed(2)}</span>
+      </label>
+      <label>
+        <input
+          type="checkbox"
+          checked={view.logScale}
+          onChange={(e) => onChange({ ...view, logScale: e.target.checked })}
+          data-testid="log-scale"
+        />{" "}
+        log y axis
+      </label>
+    </div>
+  );
+}
+
 function Charts({ runId }: { runId: number }) {
   const series = useMetricSeries(runId);
+  const [view, setView] = useChartView();
   if (series.isPending) return <p className="muted">Loading metrics…</p>;
   if (series.isError) return <ErrorBox error={series.error} title="Cannot load metrics" />;
   const groups = groupByNamespace(Object.keys(series.data));
@@ -209,13 +260,14 @@ function Charts({ runId }: { runId: number }) {
   }
   return (
     <section className="charts" data-testid="charts">
+      <ChartControls view={view} onChange={setView} />
       {groups.map((group) => (
         <section key={group.namespace} className="namespace">
           <h2>{group.namespace}</h2>
           <div className="chart-grid">
             {group.keys.map((key) => {
               const s = series.data[key];
-              return s ? <MetricChart key={key} metricKey={key} series={s} /> : null;
+              return s ? <MetricChart key={key} metricKey={key} series={s} view={view} /> : null;
             })}
           </div>
         </section>

@@ -8,6 +8,7 @@ import {
   isRaw,
   isZoomedX,
   namespaceOf,
+  smoothEma,
   toUplotData,
 } from "./charts";
 
@@ -49,22 +50,52 @@ describe("groupByNamespace", () => {
 });
 
 describe("toUplotData", () => {
-  it("orders columns step, mean, min, max with gaps for non-finite values", () => {
-    const data = toUplotData({
-      key: "k",
-      count: 3,
-      step: [1, 2, 3],
-      min: [0, Number.NaN, 1],
-      max: [2, Number.NaN, Number.POSITIVE_INFINITY],
-      mean: [1, Number.NaN, 2],
-      last: [1, Number.NaN, 2],
-    });
-    expect(data).toEqual([
+  const series = {
+    key: "k",
+    count: 3,
+    step: [1, 2, 3],
+    min: [0, Number.NaN, 1],
+    max: [2, Number.NaN, Number.POSITIVE_INFINITY],
+    mean: [1, Number.NaN, 2],
+    last: [1, Number.NaN, 2],
+  };
+
+  it("orders columns step, mean, min, max, smoothed with gaps for non-finite values", () => {
+    expect(toUplotData(series)).toEqual([
       [1, 2, 3],
       [1, null, 2],
       [0, null, 1],
       [2, null, null],
+      [1, null, 2], // no smoothing: the mean itself
     ]);
+  });
+
+  it("leaves values at or below zero out of a log axis", () => {
+    const data = toUplotData({ ...series, min: [-1, Number.NaN, 0], mean: [0, Number.NaN, 2] }, { smoothing: 0, logScale: true });
+    expect(data[1]).toEqual([null, null, 2]);
+    expect(data[2]).toEqual([null, null, null]);
+    expect(data[4]).toEqual([null, null, 2]);
+  });
+});
+
+describe("smoothEma", () => {
+  it("is TensorBoard's debiased moving average", () => {
+    // w = 0.5: 0.5·1 / 0.5 = 1; (0.25 + 1) / 0.75 = 5/3; (0.625 + 1.5) / 0.875 = 17/7
+    const smoothed = smoothEma([1, 2, 3], 0.5);
+    expect(smoothed[0]).toBeCloseTo(1);
+    expect(smoothed[1]).toBeCloseTo(5 / 3);
+    expect(smoothed[2]).toBeCloseTo(17 / 7);
+  });
+
+  it("keeps a constant series where it is, and does nothing at weight 0", () => {
+    expect(smoothEma([4, 4, 4, 4], 0.9).every((v) => v !== null && Math.abs(v - 4) < 1e-12)).toBe(true);
+    expect(smoothEma([1, 5, 2], 0)).toEqual([1, 5, 2]);
+  });
+
+  it("skips non-finite values, leaving gaps, and averages on across them", () => {
+    const smoothed = smoothEma([1, Number.NaN, 3], 0.5);
+    expect(smoothed[1]).toBeNull();
+    expect(smoothed[2]).toBeCloseTo((0.25 + 1.5) / 0.75);
   });
 });
 

@@ -54,16 +54,40 @@ export function groupByNamespace(keys: Iterable<string>): NamespaceGroup[] {
 }
 
 /**
- * uPlot columns [step, mean, min, max]. NaN and ±Infinity become null, which
- * uPlot draws as a gap (a diverged loss shows as a hole, not a crash).
+ * TensorBoard's smoothing: an exponential moving average of the finite values, debiased for its
+ * start (divided by 1 - weight^n, so the first points are not pulled toward 0 and a constant
+ * series stays put). `weight` is from 0 (no smoothing) to just under 1; a non-finite value is
+ * left out of the average and drawn as a gap.
  */
-export function toUplotData(series: Series): uPlot.AlignedData {
-  return [
-    series.step,
-    series.mean.map(toPlottable),
-    series.min.map(toPlottable),
-    series.max.map(toPlottable),
-  ];
+export function smoothEma(values: readonly number[], weight: number): (number | null)[] {
+  const w = Math.min(Math.max(weight, 0), 0.999);
+  let last = 0;
+  let debias = 0;
+  return values.map((value) => {
+    if (!Number.isFinite(value)) return null;
+    last = last * w + (1 - w) * value;
+    debias = debias * w + (1 - w);
+    return last / debias;
+  });
+}
+
+/** What the run page's charts show: smoothing weight and a log y axis. */
+export interface ChartView {
+  smoothing: number;
+  logScale: boolean;
+}
+
+export const DEFAULT_VIEW: ChartView = { smoothing: 0, logScale: false };
+
+/**
+ * uPlot columns [step, mean, min, max, smoothed mean]. NaN and ±Infinity become null, which
+ * uPlot draws as a gap (a diverged loss shows as a hole, not a crash); on a log axis, so do
+ * values at or below zero.
+ */
+export function toUplotData(series: Series, view: ChartView = DEFAULT_VIEW): uPlot.AlignedData {
+  const plottable = view.logScale ? (v: number) => (v > 0 ? toPlottable(v) : null) : toPlottable;
+  const smoothed = smoothEma(series.mean, view.smoothing).map((v) => (v === null ? null : plottable(v)));
+  return [series.step, series.mean.map(plottable), series.min.map(plottable), series.max.map(plottable), smoothed];
 }
 
 /** Spread, relative to the values, below which a chart draws its data as flat. */
