@@ -13,7 +13,7 @@ from controlplane.chat.api import (
     RunChatTokensView,
 )
 from controlplane.checkpoints.api import CheckpointListView, RunResumeView, RunSamplesView
-from controlplane.compare.api import CompareStatsView
+from controlplane.compare.api import CompareStatsView, GroupExportView
 from controlplane.evals.api import (
     BattleDetailView,
     BattleNextView,
@@ -94,6 +94,7 @@ api_v1 = [
     path("sweeps", SweepView.as_view()),
     path("groups", GroupListView.as_view()),
     path("groups/<id:group_id>", GroupDetailView.as_view()),
+    path("groups/<id:group_id>/export", GroupExportView.as_view()),
     path("runs/<id:run_id>/cancel", RunCancelView.as_view()),
     path("runs/<id:run_id>/clone", RunCloneView.as_view()),
     path("runs/<id:run_id>/resume", RunResumeView.as_view()),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,9 +15,11 @@ from rest_framework.views import APIView
 from controlplane.api import ApiError, ErrorSerializer, InputSerializer
 from controlplane.auth.access import accessible_runs
 from controlplane.compare import stats
+from controlplane.compare.export import group_csv
 from controlplane.compare.summaries import SUMMARIES, Options, groups_by_field, run_values
 from controlplane.limits import MAX_BIGINT
 from controlplane.metrics.wire import MAX_KEY_LEN, MAX_STEP
+from controlplane.runs.groups import groups_visible_to
 from controlplane.runs.models import Run
 
 MAX_RUNS = 1000
@@ -264,3 +268,38 @@ class CompareStatsView(APIView):
         return Response(
             {"metric": data["metric"], "summary": data["summary"], "groups": bodies, "comparisons": comparisons}
         )
+
+
+MAX_EXPORT_KEYS = 100
+
+
+class GroupExportView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("keys", str, description="Comma-separated metric keys (at most 100); all when omitted"),
+        ],
+        responses={
+            (200, "text/csv"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="run, run_name, one column per grid field of the sweep, key, step, value; a row per "
+                "raw point, by run, key and step. Non-finite values as NaN, Infinity, -Infinity.",
+            ),
+            404: ErrorSerializer,
+        },
+        summary="A run group's metric series as CSV, every raw point",
+    )
+    def get(self, request: Request, group_id: int) -> StreamingHttpResponse:
+        group = groups_visible_to(request.user).filter(id=group_id).first()
+        if group is None:
+            raise ApiError(f"Group {group_id} not found.", code="not_found", status_code=404)
+        raw = request.query_params.get("keys")
+        keys = None if raw is None else [key for key in raw.split(",") if key]
+        if keys is not None and (not keys or len(keys) > MAX_EXPORT_KEYS or any(len(k) > MAX_KEY_LEN for k in keys)):
+            raise ApiError(
+                f"keys must name 1 to {MAX_EXPORT_KEYS} metric keys of at most {MAX_KEY_LEN} characters, "
+                "comma-separated.",
+                fields={"keys": [f"1..{MAX_EXPORT_KEYS} keys, each at most {MAX_KEY_LEN} characters"]},
+            )
+        response = StreamingHttpResponse(group_csv(group, keys), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="group-{group.id}.csv"'
+        return response

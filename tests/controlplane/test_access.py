@@ -197,6 +197,7 @@ ROUTES: dict[tuple[str, str], Call] = {
         TEAM_WRITE, (201,), "/api/v1/groups", {"project": "lab/default", "name": "g", "runs": ["{run}"]}
     ),
     ("api/v1/groups/<id:group_id>", "GET"): Call(TEAM_READ, (200,), "/api/v1/groups/{group}"),
+    ("api/v1/groups/<id:group_id>/export", "GET"): Call(TEAM_READ, (200,), "/api/v1/groups/{group}/export"),
     ("api/v1/runs/<id:run_id>/cancel", "POST"): Call(RUN_ACT, (202,), RUN + "/cancel", fresh=True),
     ("api/v1/runs/<id:run_id>/clone", "POST"): Call(RUN_ACT, (201,), RUN + "/clone", {}),
     # A QUEUED run cannot be resumed: 409 once the caller is let through.

@@ -57,3 +57,10 @@ def test_a_person_compares_a_sweeps_configs_and_reads_the_verdict(live: Live) ->
         "WARNING group tasks_per_step=2 has 3 runs: fewer than 5, its spread is a guess",
     ]
     assert (SHOTS / "group-compare.png").exists()
+
+    # The group's points as CSV, streamed by the real server: 6 runs x 50 steps of reward/mean.
+    with live.client() as client:
+        exported = client.get(f"/api/v1/groups/{group['id']}/export", params={"keys": "reward/mean"})
+    assert exported.status_code == 200 and exported.headers["content-type"].startswith("text/csv")
+    lines = exported.text.splitlines()
+    assert lines[0] == "run,run_name,tasks_per_step,key,step,value" and len(lines) == 1 + 6 * 50

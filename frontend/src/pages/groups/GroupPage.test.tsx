@@ -116,7 +116,8 @@ describe("a group's page", () => {
       "POST /api/v1/compare/stats": () => STATS,
     });
     renderPage(<GroupPage />, { path: "/groups/3", route: "/groups/:id" });
-    expect((await screen.findByTestId("group-varies")).textContent).toBe("optim.lr: 0.00001, 0.00003 × 3 seeds");
+    expect((await screen.findByTestId("group-varies")).textContent).toContain("optim.lr: 0.00001, 0.00003 × 3 seeds");
+    expect(screen.getByTestId("group-export").getAttribute("href")).toBe("/api/v1/groups/3/export");
     await waitFor(() => expect((screen.getByTestId("stats-metric") as HTMLSelectElement).value).toBe("reward/mean"));
     fireEvent.click(screen.getByRole("button", { name: "Compare" }));
     const verdict = await screen.findByTestId("verdict-optim.lr=3e-05");

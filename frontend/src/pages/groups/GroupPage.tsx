@@ -26,7 +26,12 @@ export function GroupPage() {
           {data.project.name}, by {data.created_by}, {formatDateTime(data.created_at)}
         </span>
       </div>
-      <p data-testid="group-varies">{describeSweep(data)}</p>
+      <p data-testid="group-varies">
+        {describeSweep(data)} ·{" "}
+        <a href={`/api/v1/groups/${data.id}/export`} download data-testid="group-export">
+          every point as CSV
+        </a>
+      </p>
       <table className="table" data-testid="group-runs">
         <thead>
           <tr>
