@@ -66,7 +66,9 @@ def evals_progress(evaluations: list[Eval]) -> dict[int, dict[str, int]]:
     prompts = per_eval(EvalPrompt.objects.filter(eval_set_id__in={e.eval_set_id for e in evaluations}), "eval_set_id")
     candidates = per_eval(Candidate.objects.filter(eval_id__in=ids), "eval_id")
     generations = per_eval(Generation.objects.filter(eval_id__in=ids), "eval_id")
-    battles = per_eval(Battle.objects.filter(eval_id__in=ids), "eval_id")
+    # Battles shown to someone: a battle only reserved as a voter's next (pick.py) is not counted yet.
+    shown = Battle.objects.filter(eval_id__in=ids, servings__served_at__isnull=False)
+    battles = dict(shown.values_list("eval_id").annotate(n=Count("id", distinct=True)).values_list("eval_id", "n"))
     votes = per_eval(Vote.objects.filter(battle__eval_id__in=ids), "battle__eval_id")
     voters = (
         Vote.objects.filter(battle__eval_id__in=ids)

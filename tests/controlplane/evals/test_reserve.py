@@ -43,6 +43,7 @@ def test_the_next_battle_is_reserved_while_the_voter_reads_and_handed_out_as_dra
     assert waiting != first
     assert judge.get(f"/api/v1/battles/{waiting}").status_code == 404
     assert post(judge, f"/api/v1/battles/{waiting}/votes", {"choice": "a"}).status_code == 404
+    assert judge.get(f"/api/v1/evals/{opened.eval.id}").json()["progress"]["battles"] == 1  # the reserved one is not
     # The next ask hands out exactly that battle, and reserves the one after it.
     assert ask(judge, opened) == (200, waiting)
     assert judge.get(f"/api/v1/battles/{waiting}").status_code == 200
