@@ -212,6 +212,15 @@ def _token_name() -> str:
     return f"cli@{socket.gethostname()}"[:100]
 
 
+def _refused(what: str, exc: ApiError) -> int:
+    """A submission the control plane refused (400): its message and each bad field; exit 2."""
+    print(f"the control plane rejected the {what}: {exc.message}", file=sys.stderr)
+    for path, messages in exc.fields.items():
+        for message in messages:
+            print(f"  {path}: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def cmd_submit(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     body = build_submission(args.file, project=args.project, name=args.name, overrides=args.overrides)
     api, _ = _api(environ)
@@ -220,11 +229,7 @@ def cmd_submit(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             run = api.post("runs", body)
         except ApiError as exc:
             if exc.status == 400:
-                print(f"the control plane rejected the run: {exc.message}", file=sys.stderr)
-                for path, messages in exc.fields.items():
-                    for message in messages:
-                        print(f"  {path}: {message}", file=sys.stderr)
-                return EXIT_USAGE
+                return _refused("run", exc)
             raise
     if args.json:
         print(json.dumps(run, indent=2))
@@ -247,11 +252,7 @@ def cmd_sweep(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             group, made = submit_sweep(api, body, key=args.key, out=sys.stderr)
         except ApiError as exc:
             if exc.status == 400:
-                print(f"the control plane rejected the sweep: {exc.message}", file=sys.stderr)
-                for path, messages in exc.fields.items():
-                    for message in messages:
-                        print(f"  {path}: {message}", file=sys.stderr)
-                return EXIT_USAGE
+                return _refused("sweep", exc)
             raise
     if args.json:
         print(json.dumps(group, indent=2))
