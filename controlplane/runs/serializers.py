@@ -113,6 +113,18 @@ class ProjectRefField(serializers.Field):  # type: ignore[type-arg]
 TAG_MAX = max_length(Run, "tags")
 
 
+def _tags_field(**kwargs: Any) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.RegexField(
+            rf"^[\w.:/@+-]{{1,{TAG_MAX}}}$",
+            error_messages={"invalid": f"letters, digits and _.:/@+- only, at most {TAG_MAX}"},
+        ),
+        required=False,
+        max_length=50,
+        **kwargs,
+    )
+
+
 class RunSubmitSerializer(InputSerializer):
     project = ProjectRefField(help_text="Project id, or 'team-slug/project-name' (created if missing).")
     name = serializers.CharField(required=False, allow_blank=True, default="", max_length=max_length(Run, "name"))
@@ -124,19 +136,17 @@ class RunSubmitSerializer(InputSerializer):
     config = serializers.JSONField(
         required=False, default=dict, help_text="Validated against the recipe's schema (GET /api/v1/recipes)."
     )
-    tags = serializers.ListField(
-        child=serializers.RegexField(
-            rf"^[\w.:/@+-]{{1,{TAG_MAX}}}$",
-            error_messages={"invalid": f"letters, digits and _.:/@+- only, at most {TAG_MAX}"},
-        ),
-        required=False,
-        default=list,
-        max_length=50,
-    )
+    tags = _tags_field(default=list)
 
 
 class RunCloneSerializer(InputSerializer):
     name = serializers.CharField(required=False, allow_blank=True, default="", max_length=max_length(Run, "name"))
+    config = serializers.JSONField(
+        required=False,
+        help_text="The clone's whole config, edited; the run's own when omitted. Validated against the recipe's "
+        "schema as a submission's is.",
+    )
+    tags = _tags_field(help_text="The clone's tags; the run's own when omitted.")
 
 
 class EnvironmentSerializer(InputSerializer):

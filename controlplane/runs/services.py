@@ -150,15 +150,16 @@ def run_cancel(*, user: Any, run: Run) -> Run:
 
 
 @transaction.atomic
-def run_clone(*, user: Any, run: Run, name: str = "") -> Run:
-    """Submit a copy of `run` (recipe, config, tags), remembering where it came from."""
+def run_clone(*, user: Any, run: Run, name: str = "", config: Any = None, tags: list[str] | None = None) -> Run:
+    """Submit a copy of `run`, remembering where it came from: its recipe, and its config and tags
+    unless edited ones are given (the edited config is validated as a new submission's is)."""
     clone = run_submit(
         user=user,
         project=run.project_id,
         recipe=run.recipe,
-        config=dict(run.config),
+        config=dict(run.config) if config is None else config,
         name=name or f"{run.name}-clone",
-        tags=list(run.tags),
+        tags=list(run.tags) if tags is None else tags,
     )
     Run.objects.filter(id=clone.id).update(cloned_from=run)
     clone.cloned_from = run

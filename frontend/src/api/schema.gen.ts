@@ -2425,6 +2425,10 @@ export interface components {
         RunCloneRequest: {
             /** @default  */
             name: string;
+            /** @description The clone's whole config, edited; the run's own when omitted. Validated against the recipe's schema as a submission's is. */
+            config?: unknown;
+            /** @description The clone's tags; the run's own when omitted. */
+            tags?: string[];
         };
         RunDetail: {
             readonly id: number;

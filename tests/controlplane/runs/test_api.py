@@ -255,6 +255,29 @@ def test_clone_submits_the_same_config_as_a_new_run_that_names_its_origin(owner:
     assert owner.client.get(f"/api/v1/runs/{response.json()['id']}").json()["cloned_from"] == run.id
 
 
+def test_clone_with_edits_submits_the_edited_config_and_tags(owner: Persona, run: Run):
+    edited = run.config | {"steps": run.config["steps"] + 2}
+    response = owner.client.post(
+        f"/api/v1/runs/{run.id}/clone", {"name": "longer", "config": edited, "tags": ["edited"]}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["config"] == edited and body["tags"] == ["edited"] and body["name"] == "longer"
+    assert body["cloned_from"] == run.id
+
+
+def test_clone_with_a_bad_edit_names_the_field_and_submits_nothing(owner: Persona, run: Run):
+    before = Run.objects.count()
+    response = owner.client.post(
+        f"/api/v1/runs/{run.id}/clone", {"config": run.config | {"steps": 0}, "tags": ["a b"]}, format="json"
+    )
+    assert response.status_code == 400
+    assert set(response.json()["fields"]) == {"tags[0]"}
+    response = owner.client.post(f"/api/v1/runs/{run.id}/clone", {"config": run.config | {"steps": 0}}, format="json")
+    assert response.status_code == 400 and set(response.json()["fields"]) == {"config.steps"}
+    assert Run.objects.count() == before
+
+
 def test_a_resumed_runs_duration_counts_every_attempt(owner: Persona, run: Run):
     first = run.attempts.get()
     start = timezone.now() - timedelta(minutes=30)
