@@ -13,7 +13,7 @@ from controlplane.chat.api import (
     RunChatTokensView,
 )
 from controlplane.checkpoints.api import CheckpointListView, RunResumeView, RunSamplesView
-from controlplane.compare.api import CompareStatsView, GroupExportView
+from controlplane.compare.api import CompareStatsView, GroupExportView, RunTableKeysView, RunTableView
 from controlplane.evals.api import (
     BattleDetailView,
     BattleNextView,
@@ -90,6 +90,8 @@ api_v1 = [
     path("projects", ProjectListView.as_view()),
     path("recipes", RecipeListView.as_view()),
     path("runs", RunListView.as_view()),
+    path("runs/table", RunTableView.as_view()),
+    path("runs/table/keys", RunTableKeysView.as_view()),
     path("runs/<id:run_id>", RunDetailView.as_view()),
     path("sweeps", SweepView.as_view()),
     path("groups", GroupListView.as_view()),

@@ -6,21 +6,24 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import ApiError, ErrorSerializer, InputSerializer
+from controlplane.api import ApiError, ErrorSerializer, FastJSONRenderer, InputSerializer, Pagination, query_int
 from controlplane.auth.access import accessible_runs
 from controlplane.compare import stats
 from controlplane.compare.export import group_csv
 from controlplane.compare.summaries import SUMMARIES, Options, groups_by_field, run_values
+from controlplane.compare.table import METRIC_SORT, metric_columns, metric_keys_of, runs_sorted_by_metric
 from controlplane.limits import MAX_BIGINT
-from controlplane.metrics.wire import MAX_KEY_LEN, MAX_STEP
+from controlplane.metrics.wire import KEY_RE, MAX_KEY_LEN, MAX_STEP
 from controlplane.runs.groups import groups_visible_to
 from controlplane.runs.models import Run
+from controlplane.runs.selectors import RUN_SORTS, runs_listed
+from controlplane.runs.serializers import RUN_LIST_PARAMETERS, RunListQuerySerializer, RunSummarySerializer
 
 MAX_RUNS = 1000
 MAX_GROUPS = 50
@@ -303,3 +306,124 @@ class GroupExportView(APIView):
         response = StreamingHttpResponse(group_csv(group, keys), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="group-{group.id}.csv"'
         return response
+
+
+# ---------------------------------------------------------------- the runs table
+
+MAX_TABLE_METRICS = 10
+MAX_SPARK = 100
+MAX_TABLE_KEYS = 500
+
+
+class RunTableQuery(RunListQuerySerializer):
+    """GET /runs' filters, a sort that may name a metric, and the metric columns."""
+
+    sort = serializers.CharField(required=False, max_length=MAX_KEY_LEN + 20)  # type: ignore[assignment]
+    metrics = serializers.CharField(required=False, allow_blank=True, max_length=MAX_TABLE_METRICS * (MAX_KEY_LEN + 1))
+
+    def validate_sort(self, sort: str) -> str:
+        field = sort.removeprefix("-")
+        if field in RUN_SORTS or (field.startswith(METRIC_SORT) and KEY_RE.fullmatch(field[len(METRIC_SORT) :])):
+            return sort
+        raise serializers.ValidationError(
+            f"'{sort[:80]}' is not a sort; use one of {', '.join(RUN_SORTS)} or metric:<key>, and - for descending"
+        )
+
+    def validate_metrics(self, metrics: str) -> list[str]:
+        keys = list(dict.fromkeys(k.strip() for k in metrics.split(",") if k.strip()))
+        if len(keys) > MAX_TABLE_METRICS:
+            raise serializers.ValidationError(f"at most {MAX_TABLE_METRICS} keys")
+        bad = [k for k in keys if not KEY_RE.fullmatch(k)]
+        if bad:
+            raise serializers.ValidationError(f"not a metric key: {bad[0][:80]!r}")
+        return keys
+
+
+def _table_runs(request: Request) -> tuple[Any, dict[str, Any]]:
+    """The runs the table's filters select, in its sort; and the other parameters."""
+    filters = RunTableQuery.filters(request)
+    extra = {"metrics": filters.pop("metrics", [])}
+    sort = filters.pop("sort", "-created_at")
+    if METRIC_SORT in sort:
+        return runs_sorted_by_metric(runs_listed(request.user, **filters), sort), extra
+    return runs_listed(request.user, **filters, sort=sort), extra
+
+
+class MetricCellOut(serializers.Serializer[Any]):
+    value = serializers.FloatField(help_text="The latest value (NaN and ±Infinity as strings).")
+    step = serializers.IntegerField(help_text="Its step.")
+    count = serializers.IntegerField(help_text="Points logged.")
+    spark = serializers.ListField(child=serializers.FloatField(), help_text="Bucket means, oldest first.")
+
+
+class RunTableRowOut(RunSummarySerializer):
+    metrics = serializers.DictField(
+        child=MetricCellOut(), read_only=True, help_text="Each chosen key the run has, by key."
+    )
+
+    class Meta(RunSummarySerializer.Meta):
+        fields = [*RunSummarySerializer.Meta.fields, "metrics"]
+
+
+_TABLE_PARAMETERS = [
+    *(p for p in RUN_LIST_PARAMETERS if p.name != "sort"),
+    OpenApiParameter(
+        "sort",
+        str,
+        description=f"A field ({', '.join(RUN_SORTS)}) or metric:<key> (its latest value), - first for descending; "
+        "runs without the value last. Default -created_at.",
+    ),
+]
+
+
+class RunTableView(APIView):
+    """The runs page's read: GET /runs with metric columns."""
+
+    pagination_class = Pagination  # GET's answer, documented as such
+    renderer_classes = [FastJSONRenderer]
+
+    @extend_schema(
+        parameters=[
+            *_TABLE_PARAMETERS,
+            OpenApiParameter(
+                "metrics", str, description=f"Comma-separated metric keys (at most {MAX_TABLE_METRICS}) to show"
+            ),
+            OpenApiParameter(
+                "spark",
+                {"type": "integer", "minimum": 0, "maximum": MAX_SPARK},
+                description="Sparkline points per metric (0: none). Default 30.",
+            ),
+        ],
+        responses=RunTableRowOut(many=True),
+        summary="The runs table: GET /runs with chosen metrics at their latest value, with sparklines",
+    )
+    def get(self, request: Request) -> Response:
+        spark = query_int(request, "spark", lo=0, hi=MAX_SPARK, default=30) or 0
+        runs, extra = _table_runs(request)
+        paginator = Pagination()
+        page: list[Run] = paginator.paginate_queryset(runs, request, self) or []
+        columns = metric_columns([run.id for run in page], extra["metrics"], spark)
+        rows = RunSummarySerializer(page, many=True).data
+        for row in rows:
+            row["metrics"] = columns[row["id"]]
+        return paginator.get_paginated_response(rows)
+
+
+class RunTableKeysView(APIView):
+    @extend_schema(
+        parameters=_TABLE_PARAMETERS,
+        responses=inline_serializer(
+            "RunTableKeys",
+            {
+                "keys": inline_serializer(
+                    "RunTableKey",
+                    {"key": serializers.CharField(), "runs": serializers.IntegerField(help_text="Runs reporting it.")},
+                    many=True,
+                )
+            },
+        ),
+        summary="The metric keys the runs of the table's filters report, most widely reported first",
+    )
+    def get(self, request: Request) -> Response:
+        runs, _ = _table_runs(request)
+        return Response({"keys": metric_keys_of(runs, MAX_TABLE_KEYS)})

@@ -3,19 +3,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.parsers import JSONParser
-from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane import inputs
-from controlplane.api import ApiError, ErrorSerializer, InputSerializer, int_schema, query_int
+from controlplane.api import ApiError, ErrorSerializer, FastJSONRenderer, InputSerializer, int_schema, query_int
 from controlplane.auth import ratelimit
 from controlplane.auth.access import accessible_run, accessible_runs, run_write_state
 from controlplane.auth.policy import RunState, write_refusal
@@ -28,18 +26,6 @@ class LenientJSONParser(JSONParser):
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         return parse_json(stream.read())
-
-
-class FastJSONRenderer(BaseRenderer):
-    """Series responses are long float arrays; orjson writes them several times faster.
-    Non-finite floats are already strings here (workers.wire)."""
-
-    media_type = "application/json"
-    format = "json"
-    charset = None
-
-    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
-        return b"" if data is None else orjson.dumps(data, default=str)
 
 
 _POINT = inline_serializer(

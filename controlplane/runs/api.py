@@ -12,8 +12,7 @@ from controlplane.limits import MAX_BIGINT
 from controlplane.runs import groups, selectors, services
 from controlplane.runs.models import RunGroupKind
 from controlplane.runs.serializers import (
-    STATUS_CHOICES,
-    STATUS_LIST_PATTERN,
+    RUN_LIST_PARAMETERS,
     EnvironmentSerializer,
     GroupCreateSerializer,
     RecipeSerializer,
@@ -43,19 +42,9 @@ class RunListView(APIView):
     pagination_class = Pagination  # GET's answer, documented as such
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "status",
-                {"type": "string", "pattern": STATUS_LIST_PATTERN},
-                description=f"Comma-separated statuses, any case: {', '.join(STATUS_CHOICES)}",
-            ),
-            OpenApiParameter("team", str, description="Team slug"),
-            OpenApiParameter("project", int_schema(0, MAX_BIGINT), description="Project id"),
-            OpenApiParameter("name", str, description="Substring of the run name"),
-            OpenApiParameter("tag", str, description="Runs carrying this tag"),
-        ],
+        parameters=RUN_LIST_PARAMETERS,
         responses=RunSummarySerializer(many=True),
-        summary="List runs, newest first",
+        summary="List runs, newest first unless sorted",
     )
     def get(self, request: Request) -> Response:
         runs = selectors.runs_listed(request.user, **RunListQuerySerializer.filters(request))

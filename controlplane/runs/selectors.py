@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import DurationField, F, OuterRef, Q, QuerySet, Subquery, Sum
-from django.db.models.functions import Now
+from django.db.models import DurationField, F, Func, OuterRef, Q, QuerySet, Subquery, Sum, TextField, Value
+from django.db.models.functions import Coalesce, Now
 
 from controlplane.runs.models import TERMINAL, Attempt, Run
 
@@ -53,6 +53,10 @@ def run_visible_to(user: Any, run_id: int) -> Run | None:
     return runs_visible_to(user).filter(id=run_id).first()
 
 
+# How GET /runs may sort: the name, and `-name` for descending. Ties fall back to newest first.
+RUN_SORTS = ("created_at", "name", "status", "recipe", "duration", "started_at")
+
+
 def runs_listed(
     user: Any,
     *,
@@ -61,13 +65,22 @@ def runs_listed(
     project: int | None = None,
     name: str = "",
     tag: str = "",
+    q: str = "",
+    recipe: str = "",
+    owner: str = "",
+    group: int | None = None,
+    sort: str = "-created_at",
 ) -> QuerySet[Run]:
-    """The runs list: `user`'s runs newest first, filtered; empty filters filter nothing.
+    """The runs list: `user`'s runs, filtered and sorted (newest first by default); empty
+    filters filter nothing.
+
+    `q` is a search: every word of it must appear (any case) in the run's name, recipe, project,
+    team, owner or one of its tags; a word `#12` or `12` also matches run 12.
 
     Runs deleted through MLflow's runs/delete are hidden, as MLflow's UI hides them; their pages
     stay reachable and runs/restore brings them back (controlplane.tracking).
     """
-    runs = runs_visible_to(user).order_by("-created_at", "-id").filter(mlflow_deletion__isnull=True)
+    runs = runs_visible_to(user).filter(mlflow_deletion__isnull=True).prefetch_related("groups")
     if statuses is not None:
         runs = runs.filter(status__in=statuses)
     if team:
@@ -78,7 +91,48 @@ def runs_listed(
         runs = runs.filter(name__icontains=name)
     if tag:
         runs = runs.filter(tags__contains=[tag])
+    if recipe:
+        runs = runs.filter(recipe=recipe)
+    if owner:
+        runs = runs.filter(created_by__username=owner)
+    if group is not None:
+        runs = runs.filter(groups__id=group)
+    if q:
+        runs = _runs_matching(runs, q)
+    return runs_sorted(runs, sort)
+
+
+def _runs_matching(runs: QuerySet[Run], q: str) -> QuerySet[Run]:
+    runs = runs.annotate(tags_text=Func(F("tags"), Value(" "), function="array_to_string", output_field=TextField()))
+    for word in q.split()[:20]:
+        match = (
+            Q(name__icontains=word)
+            | Q(recipe__icontains=word)
+            | Q(project__name__icontains=word)
+            | Q(project__team__slug__icontains=word)
+            | Q(created_by__username__icontains=word)
+            | Q(tags_text__icontains=word)
+        )
+        number = word.removeprefix("#")
+        if number.isdigit() and len(number) < 19:
+            match |= Q(id=int(number))
+        runs = runs.filter(match)
     return runs
+
+
+def runs_sorted(runs: QuerySet[Run], sort: str) -> QuerySet[Run]:
+    """`runs` in the order `sort` names (one of RUN_SORTS, `-` first for descending), runs
+    without the value (a duration before the run started) last either way, newest first on ties."""
+    field = sort.removeprefix("-")
+    if field not in RUN_SORTS:
+        raise ValueError(f"unknown sort {sort!r}")
+    if field == "duration":
+        # What the runs table shows: the current attempt's run time plus the earlier attempts'.
+        runs = runs.annotate(
+            duration=Coalesce("finished_at", Now()) - F("started_at") + Coalesce("earlier_attempts", timedelta(0))
+        )
+    key = F(field).desc(nulls_last=True) if sort.startswith("-") else F(field).asc(nulls_last=True)
+    return runs.order_by(key, "-created_at", "-id")
 
 
 def attempt_current_id(run_id: int) -> Any:

@@ -4,20 +4,27 @@ import json
 import re
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from controlplane.api import ApiError, InputSerializer, max_length, query_int
+from controlplane.api import ApiError, InputSerializer, int_schema, max_length, query_int
 from controlplane.limits import MAX_BIGINT
 from controlplane.runs.models import Attempt, Run, RunGroup, RunStatus
-from controlplane.runs.selectors import run_earlier_attempts_duration
+from controlplane.runs.selectors import RUN_SORTS, run_earlier_attempts_duration
 from controlplane.teams.serializers import ProjectSerializer
 from workers.recipes import RECIPES
 
 
+class RunGroupRefSerializer(serializers.ModelSerializer[RunGroup]):
+    class Meta:
+        model = RunGroup
+        fields = ["id", "name", "kind"]
+
+
 class RunSummarySerializer(serializers.ModelSerializer[Run]):
     project = ProjectSerializer(read_only=True)
+    groups = RunGroupRefSerializer(many=True, read_only=True, help_text="The groups (sweeps) the run is in.")
     created_by = serializers.CharField(source="created_by.username", read_only=True)
     waiting_for = serializers.CharField(
         read_only=True,
@@ -50,6 +57,7 @@ class RunSummarySerializer(serializers.ModelSerializer[Run]):
             "failure_reason",
             "waiting_for",
             "waiting_since",
+            "groups",
         ]
 
     def get_earlier_attempts_s(self, run: Run) -> float:
@@ -204,6 +212,15 @@ class RunListQuerySerializer(InputSerializer):
     project = QueryIntField(lo=0, hi=MAX_BIGINT, required=False)
     name = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     tag = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    q = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    recipe = serializers.CharField(required=False, allow_blank=True, max_length=64)
+    owner = serializers.CharField(required=False, allow_blank=True, max_length=150)
+    group = QueryIntField(lo=1, hi=MAX_BIGINT, required=False)
+    sort = serializers.ChoiceField(
+        choices=[f"{d}{f}" for f in RUN_SORTS for d in ("", "-")],
+        required=False,
+        error_messages={"invalid_choice": f"'{{input}}' is not a sort; use one of {', '.join(RUN_SORTS)}, or -name"},
+    )
 
     @classmethod
     def filters(cls, request: Request) -> dict[str, Any]:
@@ -215,6 +232,35 @@ class RunListQuerySerializer(InputSerializer):
         serializer = cls(data=data, context={"request": request})
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)
+
+
+# The filters of GET /runs, which the runs table (controlplane.compare) takes too.
+RUN_LIST_PARAMETERS = [
+    OpenApiParameter(
+        "status",
+        {"type": "string", "pattern": STATUS_LIST_PATTERN},
+        description=f"Comma-separated statuses, any case: {', '.join(STATUS_CHOICES)}",
+    ),
+    OpenApiParameter("team", str, description="Team slug"),
+    OpenApiParameter("project", int_schema(0, MAX_BIGINT), description="Project id"),
+    OpenApiParameter("name", str, description="Substring of the run name"),
+    OpenApiParameter("tag", str, description="Runs carrying this tag"),
+    OpenApiParameter(
+        "q",
+        str,
+        description="Search: every word must appear (any case) in the run's name, recipe, project, team, owner or "
+        "a tag; `#12` also matches run 12.",
+    ),
+    OpenApiParameter("recipe", str, description="Runs of this recipe"),
+    OpenApiParameter("owner", str, description="Runs submitted by this username"),
+    OpenApiParameter("group", int_schema(1, MAX_BIGINT), description="Runs of this run group"),
+    OpenApiParameter(
+        "sort",
+        {"type": "string", "enum": [f"{d}{f}" for f in RUN_SORTS for d in ("", "-")]},
+        description="Order: a field, descending with `-`; runs without the value (no duration yet) last. "
+        "Default -created_at.",
+    ),
+]
 
 
 GRID_PATH = r"^[A-Za-z_]\w{0,63}(\.[A-Za-z_]\w{0,63}){0,7}$"

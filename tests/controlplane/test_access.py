@@ -182,6 +182,8 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("api/v1/projects", "POST"): Call(TEAM_WRITE, (201,), "/api/v1/projects", {"team": "lab", "name": "default"}),
     ("api/v1/recipes", "GET"): Call(SIGNED_IN, (200,), "/api/v1/recipes"),
     ("api/v1/runs", "GET"): Call(SIGNED_IN, (200,), "/api/v1/runs"),
+    ("api/v1/runs/table", "GET"): Call(SIGNED_IN, (200,), "/api/v1/runs/table?metrics=loss&sort=-metric:loss"),
+    ("api/v1/runs/table/keys", "GET"): Call(SIGNED_IN, (200,), "/api/v1/runs/table/keys"),
     ("api/v1/runs", "POST"): Call(
         TEAM_WRITE, (201,), "/api/v1/runs", {"project": "lab/default", "recipe": "smoke", "config": {"steps": 1}}
     ),

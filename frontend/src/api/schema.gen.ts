@@ -417,7 +417,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List runs, newest first */
+        /** List runs, newest first unless sorted */
         get: operations["runs_list"];
         put?: never;
         /**
@@ -725,6 +725,43 @@ export interface paths {
         put?: never;
         /** Add rollout samples (at most 512 per request) */
         post: operations["runs_samples_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/table": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The runs table: GET /runs with chosen metrics at their latest value, with sparklines
+         * @description The runs page's read: GET /runs with metric columns.
+         */
+        get: operations["runs_table_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/table/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The metric keys the runs of the table's filters report, most widely reported first */
+        get: operations["runs_table_keys_retrieve"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1470,6 +1507,16 @@ export interface components {
         MetricBatchOut: {
             accepted: number;
         };
+        MetricCellOut: {
+            /** @description The latest value (NaN and ±Infinity as strings). */
+            value: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Its step. */
+            step: number;
+            /** @description Points logged. */
+            count: number;
+            /** @description Bucket means, oldest first. */
+            spark: (number | ("NaN" | "Infinity" | "-Infinity"))[];
+        };
         MetricKey: {
             key: string;
             count: number;
@@ -1667,6 +1714,21 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["RunSummary"][];
+        };
+        PaginatedRunTableRowOutList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["RunTableRowOut"][];
         };
         PaginatedSampleList: {
             /** @example 123 */
@@ -2459,6 +2521,8 @@ export interface components {
              * @description When the wait in waiting_for began; null when nothing waits.
              */
             readonly waiting_since: string | null;
+            /** @description The groups (sweeps) the run is in. */
+            readonly groups: components["schemas"]["RunGroupRef"][];
             config: unknown;
             /** @description Params logged through the MLflow API (an external run's whole configuration), by key. */
             readonly params: {
@@ -2506,6 +2570,11 @@ export interface components {
          * @enum {string}
          */
         RunGroupKindEnum: "sweep" | "manual";
+        RunGroupRef: {
+            readonly id: number;
+            name: string;
+            kind: components["schemas"]["RunGroupKindEnum"];
+        };
         RunHumanEval: {
             /** @description Of the evals you can see that ranked this run's checkpoints, the one that ranked most of them. */
             eval: components["schemas"]["EvalRef"] | null;
@@ -2595,6 +2664,52 @@ export interface components {
              * @description When the wait in waiting_for began; null when nothing waits.
              */
             readonly waiting_since: string | null;
+            /** @description The groups (sweeps) the run is in. */
+            readonly groups: components["schemas"]["RunGroupRef"][];
+        };
+        RunTableKey: {
+            key: string;
+            /** @description Runs reporting it. */
+            runs: number;
+        };
+        RunTableKeys: {
+            keys: components["schemas"]["RunTableKey"][];
+        };
+        RunTableRowOut: {
+            readonly id: number;
+            name: string;
+            recipe: string;
+            status: components["schemas"]["StatusEnum"];
+            tags: string[];
+            readonly project: components["schemas"]["Project"];
+            readonly created_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+            /** Format: date-time */
+            started_at: string | null;
+            /** Format: date-time */
+            finished_at: string | null;
+            /**
+             * Format: double
+             * @description Seconds the run's earlier attempts ran (a resumed run). Its duration is this plus (finished_at, or now while it runs) minus started_at, which is the current attempt's start.
+             */
+            readonly earlier_attempts_s: number;
+            failure_reason: string;
+            /** @description What the run's work waits for on the Ray cluster, e.g. 'waiting for cluster resources: 2 tasks need {CPU: 1}; 0.5 of 2 CPU free'; empty when nothing waits. */
+            readonly waiting_for: string;
+            /**
+             * Format: date-time
+             * @description When the wait in waiting_for began; null when nothing waits.
+             */
+            readonly waiting_since: string | null;
+            /** @description The groups (sweeps) the run is in. */
+            readonly groups: components["schemas"]["RunGroupRef"][];
+            /** @description Each chosen key the run has, by key. */
+            readonly metrics: {
+                [key: string]: components["schemas"]["MetricCellOut"];
+            };
         };
         RunValueOut: {
             id: number;
@@ -4368,14 +4483,24 @@ export interface operations {
     runs_list: {
         parameters: {
             query?: {
+                /** @description Runs of this run group */
+                group?: number;
                 /** @description Number of results to return per page. */
                 limit?: number;
                 /** @description Substring of the run name */
                 name?: string;
                 /** @description The initial index from which to return the results. */
                 offset?: number;
+                /** @description Runs submitted by this username */
+                owner?: string;
                 /** @description Project id */
                 project?: number;
+                /** @description Search: every word must appear (any case) in the run's name, recipe, project, team, owner or a tag; `#12` also matches run 12. */
+                q?: string;
+                /** @description Runs of this recipe */
+                recipe?: string;
+                /** @description Order: a field, descending with `-`; runs without the value (no duration yet) last. Default -created_at. */
+                sort?: "created_at" | "-created_at" | "name" | "-name" | "status" | "-status" | "recipe" | "-recipe" | "duration" | "-duration" | "started_at" | "-started_at";
                 /** @description Comma-separated statuses, any case: QUEUED, DISPATCHING, RUNNING, CANCELLING, SUCCEEDED, FAILED, CANCELLED */
                 status?: string;
                 /** @description Runs carrying this tag */
@@ -5651,6 +5776,148 @@ export interface operations {
             };
             /** @description No such object, or not visible to you. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_table_list: {
+        parameters: {
+            query?: {
+                /** @description Runs of this run group */
+                group?: number;
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description Comma-separated metric keys (at most 10) to show */
+                metrics?: string;
+                /** @description Substring of the run name */
+                name?: string;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+                /** @description Runs submitted by this username */
+                owner?: string;
+                /** @description Project id */
+                project?: number;
+                /** @description Search: every word must appear (any case) in the run's name, recipe, project, team, owner or a tag; `#12` also matches run 12. */
+                q?: string;
+                /** @description Runs of this recipe */
+                recipe?: string;
+                /** @description A field (created_at, name, status, recipe, duration, started_at) or metric:<key> (its latest value), - first for descending; runs without the value last. Default -created_at. */
+                sort?: string;
+                /** @description Sparkline points per metric (0: none). Default 30. */
+                spark?: number;
+                /** @description Comma-separated statuses, any case: QUEUED, DISPATCHING, RUNNING, CANCELLING, SUCCEEDED, FAILED, CANCELLED */
+                status?: string;
+                /** @description Runs carrying this tag */
+                tag?: string;
+                /** @description Team slug */
+                team?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedRunTableRowOutList"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_table_keys_retrieve: {
+        parameters: {
+            query?: {
+                /** @description Runs of this run group */
+                group?: number;
+                /** @description Substring of the run name */
+                name?: string;
+                /** @description Runs submitted by this username */
+                owner?: string;
+                /** @description Project id */
+                project?: number;
+                /** @description Search: every word must appear (any case) in the run's name, recipe, project, team, owner or a tag; `#12` also matches run 12. */
+                q?: string;
+                /** @description Runs of this recipe */
+                recipe?: string;
+                /** @description A field (created_at, name, status, recipe, duration, started_at) or metric:<key> (its latest value), - first for descending; runs without the value last. Default -created_at. */
+                sort?: string;
+                /** @description Comma-separated statuses, any case: QUEUED, DISPATCHING, RUNNING, CANCELLING, SUCCEEDED, FAILED, CANCELLED */
+                status?: string;
+                /** @description Runs carrying this tag */
+                tag?: string;
+                /** @description Team slug */
+                team?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunTableKeys"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
