@@ -78,6 +78,7 @@ export function runSummary(overrides: Partial<RunSummary> = {}): RunSummary {
     failure_reason: "",
     waiting_for: "",
     waiting_since: null,
+    groups: [],
     ...overrides,
   };
 }
