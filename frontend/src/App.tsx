@@ -17,6 +17,7 @@ import { LoginPage } from "./pages/login/LoginPage";
 import { MlflowLinkPage } from "./pages/mlflow/MlflowLinkPage";
 import { RunPage } from "./pages/run/RunPage";
 import { RunsPage } from "./pages/runs/RunsPage";
+import { SubmitPage } from "./pages/submit/SubmitPage";
 
 function NotFound() {
   return <p>There is no page here.</p>;
@@ -29,6 +30,7 @@ export function App() {
       <Route path="/mlflow" element={<MlflowLinkPage />} />
       <Route element={<Layout />}>
         <Route index element={<RunsPage />} />
+        <Route path="runs/new" element={<SubmitPage />} />
         <Route path="runs/:id" element={<RunPage />} />
         <Route path="evals" element={<EvalsPage />} />
         <Route path="evals/:id" element={<EvalPage />} />

@@ -88,6 +88,9 @@ function RunHeader({ run, live }: { run: RunDetail; live: LiveState }) {
           {LIVE_TEXT[live]}
         </span>
         <span className="spacer" />
+        <Link to={`/runs/new?from=${run.id}`} className="button-link" data-testid="clone-run">
+          Clone with edits
+        </Link>
         {!terminal ? (
           <button
             type="button"

@@ -1,0 +1,321 @@
+/**
+ * The smoke and grpo recipes' config schemas as GET /api/v1/recipes serves them (pydantic v2's
+ * `model_json_schema()`), grpo trimmed to the fields that show each shape the form handles:
+ * `$ref` sections, a nested section (model.tiny), `anyOf` with null, an enum, a `const`, a list
+ * of enum values and a map of numbers without a schema default (pydantic default_factory).
+ * Snapshot of workers/recipes/{smoke,grpo}/config.py.
+ */
+import type { JsonSchema } from "./schemaForm";
+
+export const SMOKE_SCHEMA: JsonSchema = {
+  additionalProperties: false,
+  description: "A few Ray tasks per step that report metrics: proves the loop before a real recipe.",
+  properties: {
+    seed: {
+      anyOf: [
+        {
+          maximum: 2147483647,
+          minimum: 0,
+          type: "integer",
+        },
+        {
+          type: "null",
+        },
+      ],
+      default: null,
+      description: "Random seed. When omitted, the control plane picks one and records it on the attempt.",
+      title: "Seed",
+    },
+    steps: {
+      default: 20,
+      description: "Number of steps to run.",
+      maximum: 1000000,
+      minimum: 1,
+      title: "Steps",
+      type: "integer",
+    },
+    interval_s: {
+      default: 0.2,
+      description: "Sleep between steps, seconds.",
+      maximum: 3600.0,
+      minimum: 0.0,
+      title: "Interval S",
+      type: "number",
+    },
+    tasks_per_step: {
+      default: 2,
+      description: "Ray tasks launched per step.",
+      maximum: 64,
+      minimum: 1,
+      title: "Tasks Per Step",
+      type: "integer",
+    },
+    task_cpus: {
+      default: 1.0,
+      description: "CPUs each task asks Ray for (num_cpus); tasks wait while the cluster has fewer free.",
+      maximum: 1024.0,
+      minimum: 0.0,
+      title: "Task Cpus",
+      type: "number",
+    },
+    fail_at_step: {
+      anyOf: [
+        {
+          minimum: 0,
+          type: "integer",
+        },
+        {
+          type: "null",
+        },
+      ],
+      default: null,
+      description: "Raise an error at this step, to exercise failure handling.",
+      title: "Fail At Step",
+    },
+  },
+  title: "SmokeConfig",
+  type: "object",
+};
+
+export const GRPO_SCHEMA: JsonSchema = {
+  $defs: {
+    AlgorithmConfig: {
+      additionalProperties: false,
+      properties: {
+        lr: {
+          default: 0.0005,
+          description: "AdamW learning rate.",
+          exclusiveMinimum: 0.0,
+          maximum: 1.0,
+          title: "Lr",
+          type: "number",
+        },
+        group_size: {
+          default: 8,
+          description: "Responses per prompt; advantages are normalised in the group.",
+          maximum: 1024,
+          minimum: 2,
+          title: "Group Size",
+          type: "integer",
+        },
+        clip_eps: {
+          default: 0.2,
+          description: "PPO clip range: ratios outside 1±clip_eps are clipped.",
+          exclusiveMinimum: 0.0,
+          maximum: 10.0,
+          title: "Clip Eps",
+          type: "number",
+        },
+        reference: {
+          default: true,
+          description: "Keep a reference policy actor and report policy/kl_ref.",
+          title: "Reference",
+          type: "boolean",
+        },
+        tis_cap: {
+          anyOf: [
+            {
+              exclusiveMinimum: 0.0,
+              type: "number",
+            },
+            {
+              type: "null",
+            },
+          ],
+          default: 2.0,
+          description: "Truncated importance sampling: weight each token by min(π_old/μ_engine, tis_cap); null turns it off.",
+          title: "Tis Cap",
+        },
+        mode: {
+          default: "sync",
+          description: "sync: on-policy, rollout waits for weights; async: rollout runs ahead by up to max_staleness.",
+          enum: [
+            "sync",
+            "async",
+          ],
+          title: "Mode",
+          type: "string",
+        },
+        async_buffer_prompts: {
+          anyOf: [
+            {
+              minimum: 1,
+              type: "integer",
+            },
+            {
+              type: "null",
+            },
+          ],
+          default: null,
+          description: "async: prompts kept in flight (default: twice prompts_per_step).",
+          title: "Async Buffer Prompts",
+        },
+      },
+      title: "AlgorithmConfig",
+      type: "object",
+    },
+    ModelConfig: {
+      additionalProperties: false,
+      properties: {
+        path: {
+          anyOf: [
+            {
+              type: "string",
+            },
+            {
+              type: "null",
+            },
+          ],
+          default: null,
+          description: "A local Hugging Face-format model directory, visible to every Ray node. When omitted, a tiny Llama and character tokenizer are built locally from `tiny`.",
+          title: "Path",
+        },
+        tiny: {
+          $ref: "#/$defs/TinyModelConfig",
+        },
+      },
+      title: "ModelConfig",
+      type: "object",
+    },
+    TinyModelConfig: {
+      additionalProperties: false,
+      properties: {
+        hidden_size: {
+          default: 64,
+          description: "Width of the tiny Llama built when no path is given.",
+          maximum: 4096,
+          minimum: 8,
+          title: "Hidden Size",
+          type: "integer",
+        },
+        heads: {
+          default: 4,
+          description: "Attention heads (must divide hidden_size).",
+          maximum: 64,
+          minimum: 1,
+          title: "Heads",
+          type: "integer",
+        },
+      },
+      title: "TinyModelConfig",
+      type: "object",
+    },
+    TaskConfig: {
+      additionalProperties: false,
+      properties: {
+        name: {
+          const: "arithmetic",
+          default: "arithmetic",
+          description: "Task with a verifiable reward.",
+          title: "Name",
+          type: "string",
+        },
+        digits: {
+          default: 2,
+          description: "Digits per operand.",
+          maximum: 6,
+          minimum: 1,
+          title: "Digits",
+          type: "integer",
+        },
+        ops: {
+          description: "Operators drawn from.",
+          items: {
+            enum: [
+              "+",
+              "-",
+              "*",
+            ],
+            type: "string",
+          },
+          minItems: 1,
+          title: "Ops",
+          type: "array",
+        },
+      },
+      title: "TaskConfig",
+      type: "object",
+    },
+    RewardConfig: {
+      additionalProperties: false,
+      properties: {
+        weights: {
+          additionalProperties: {
+            type: "number",
+          },
+          description: "Weight of each reward function in the reward; every function is reported as reward/<name>/mean.",
+          title: "Weights",
+          type: "object",
+        },
+      },
+      title: "RewardConfig",
+      type: "object",
+    },
+  },
+  additionalProperties: false,
+  description: "GRPO with PPO clipping on Ray: rollout, reward, trainer and reference actors.",
+  properties: {
+    seed: {
+      anyOf: [
+        {
+          maximum: 2147483647,
+          minimum: 0,
+          type: "integer",
+        },
+        {
+          type: "null",
+        },
+      ],
+      default: null,
+      description: "Random seed. When omitted, the control plane picks one and records it on the attempt.",
+      title: "Seed",
+    },
+    steps: {
+      default: 60,
+      description: "RL steps (optimizer updates of the policy).",
+      maximum: 10000000,
+      minimum: 1,
+      title: "Steps",
+      type: "integer",
+    },
+    model: {
+      $ref: "#/$defs/ModelConfig",
+    },
+    task: {
+      $ref: "#/$defs/TaskConfig",
+    },
+    reward: {
+      $ref: "#/$defs/RewardConfig",
+    },
+    algorithm: {
+      $ref: "#/$defs/AlgorithmConfig",
+    },
+    trainer_device: {
+      default: "auto",
+      description: "Where the trainer and the reference policy compute. cuda reserves trainer_num_gpus Ray GPUs for them (the run fails at start when the cluster lacks them); auto does so when the cluster has that many GPUs beside the rollout's, else computes on CPU.",
+      enum: [
+        "auto",
+        "cpu",
+        "cuda",
+      ],
+      title: "Trainer Device",
+      type: "string",
+    },
+    fail_at_step: {
+      anyOf: [
+        {
+          minimum: 0,
+          type: "integer",
+        },
+        {
+          type: "null",
+        },
+      ],
+      default: null,
+      description: "Raise at the start of this step (for testing failure handling); a resumed attempt does not.",
+      title: "Fail At Step",
+    },
+  },
+  title: "GRPOConfig",
+  type: "object",
+};
