@@ -1,4 +1,4 @@
-import { memo, useEffect, useRef } from "react";
+import { memo, useEffect, useRef, useState } from "react";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 
@@ -9,10 +9,12 @@ import {
   flatRange,
   formatTicks,
   isRaw,
-  isZoomedX,
   latestValue,
+  stepRange,
   toUplotData,
+  unitOf,
   type ChartView,
+  type StepMark,
 } from "./charts";
 
 const HEIGHT = 170;
@@ -29,7 +31,34 @@ function labelWidth(plot: uPlot, values: string[] | null): number {
   return Math.max(40, Math.ceil(plot.ctx.measureText(longest).width) + 22); // + tick and gap
 }
 
-function chartOptions(title: string, width: number, logScale: boolean, onXScale: (plot: uPlot) => void): uPlot.Options {
+const MARK_COLOURS: Record<StepMark["kind"], string> = { checkpoint: "rgba(0, 0, 0, 0.3)", resume: "#d55e00" };
+
+/** Checkpoints and resumes as dashed vertical lines across the plot. */
+function drawMarks(plot: uPlot, marks: readonly StepMark[]): void {
+  const { ctx, bbox } = plot;
+  ctx.save();
+  ctx.lineWidth = Math.max(1, devicePixelRatio);
+  ctx.setLineDash([4 * devicePixelRatio, 3 * devicePixelRatio]);
+  for (const mark of marks) {
+    const x = Math.round(plot.valToPos(mark.step, "x", true));
+    if (x < bbox.left || x > bbox.left + bbox.width) continue;
+    ctx.strokeStyle = MARK_COLOURS[mark.kind];
+    ctx.beginPath();
+    ctx.moveTo(x, bbox.top);
+    ctx.lineTo(x, bbox.top + bbox.height);
+    ctx.stroke();
+  }
+  ctx.restore();
+}
+
+function chartOptions(
+  title: string,
+  width: number,
+  logScale: boolean,
+  onXScale: (plot: uPlot) => void,
+  marks: () => readonly StepMark[],
+): uPlot.Options {
+  const unit = unitOf(title);
   return {
     width,
     height: HEIGHT,
@@ -62,7 +91,10 @@ function chartOptions(title: string, width: number, logScale: boolean, onXScale:
       { label: "smoothed", stroke: LINE, width: 1.5, spanGaps: false, value: (_u, v) => formatMetricValue(v) },
     ],
     bands: [{ series: [3, 2], fill: BAND }],
-    hooks: { setScale: [(plot, scaleKey) => scaleKey === "x" && onXScale(plot)] },
+    hooks: {
+      setScale: [(plot, scaleKey) => scaleKey === "x" && onXScale(plot)],
+      draw: [(plot) => drawMarks(plot, marks())],
+    },
     axes: [
       {
         stroke: "#555",
@@ -71,6 +103,9 @@ function chartOptions(title: string, width: number, logScale: boolean, onXScale:
         ticks: { stroke: "#ddd" },
         incrs: STEP_INCREMENTS,
         values: (_u, splits) => formatTicks(splits),
+        label: "step",
+        labelSize: 18,
+        labelFont: AXIS_FONT,
       },
       {
         stroke: "#555",
@@ -78,6 +113,7 @@ function chartOptions(title: string, width: number, logScale: boolean, onXScale:
         grid: { stroke: "#eee" },
         ticks: { stroke: "#ddd" },
         size: labelWidth,
+        ...(unit ? { label: unit, labelSize: 18, labelFont: AXIS_FONT } : {}),
         // A log axis labels its decades as uPlot does; a linear one with just enough digits.
         ...(logScale ? {} : { values: (_u: uPlot, splits: number[]) => formatTicks(splits) }),
       },
@@ -89,48 +125,141 @@ interface MetricChartProps {
   metricKey: string;
   series: Series;
   view: ChartView;
+  /** Checkpoints and resumes, drawn on the step axis. */
+  marks?: readonly StepMark[];
+  /** The series over [start, end] at full resolution (finer buckets, or raw points): asked for on zoom. */
+  fetchRange?: (key: string, start: number, end: number, signal: AbortSignal) => Promise<Series>;
+}
+
+const NO_MARKS: readonly StepMark[] = [];
+/** Wait for the drag to settle before asking the server for the zoomed range. */
+const ZOOM_FETCH_DELAY_MS = 150;
+
+interface Zoom {
+  start: number;
+  end: number;
+  /** The range's own series, once fetched; the overview's buckets until then. */
+  series: Series | null;
 }
 
 /**
- * One uPlot chart per metric key. The chart is created once when the
- * component mounts; new data (live points, refetches) goes in via setData.
+ * One uPlot chart per metric key. The chart is created once when the component mounts; new
+ * data (live points, refetches) goes in via setData.
+ *
+ * Zoom (drag across the chart) asks the server for the zoomed range at full resolution, down to
+ * raw points, and shows that until the zoom is reset (double click, or the reset button); live
+ * points keep arriving in the overview meanwhile.
  */
-function MetricChartImpl({ metricKey, series, view }: MetricChartProps) {
+function MetricChartImpl({ metricKey, series, view, marks = NO_MARKS, fetchRange }: MetricChartProps) {
   const containerRef = useRef<HTMLDivElement>(null);
   const plotRef = useRef<uPlot | null>(null);
-  const zoomedRef = useRef(false);
+  const zoomRef = useRef<Zoom | null>(null);
+  // Set while this component itself changes the plot's data, whose scale change is not a zoom.
+  const applyingRef = useRef(false);
+  const latest = useRef({ series, view, marks, fetchRange });
+  latest.current = { series, view, marks, fetchRange };
+  const [zoom, setZoom] = useState<Zoom | null>(null);
+
+  const apply = (plot: uPlot, shown: Series, resetScales: boolean) => {
+    applyingRef.current = true;
+    try {
+      plot.setData(toUplotData(shown, latest.current.view), resetScales);
+    } finally {
+      applyingRef.current = false;
+    }
+  };
 
   // Create the chart once, empty; the effect below feeds it.
   useEffect(() => {
     const container = containerRef.current;
     if (!container) return;
     const width = Math.max(200, container.clientWidth);
-    const onXScale = (plot: uPlot) => {
-      zoomedRef.current = isZoomedX(plot);
+    let timer: number | undefined;
+    let inFlight: AbortController | null = null;
+    const unzoom = () => {
+      window.clearTimeout(timer);
+      inFlight?.abort();
+      zoomRef.current = null;
+      setZoom(null);
+      apply(plot, latest.current.series, true);
     };
-    const plot = new uPlot(chartOptions(metricKey, width, view.logScale, onXScale), [[], [], [], [], []], container);
+    const onXScale = (p: uPlot) => {
+      if (applyingRef.current) return;
+      const full = latest.current.series.step;
+      const range = stepRange(p.scales.x?.min, p.scales.x?.max);
+      const zoomed = range !== null && full.length > 0 && (range[0] > full[0]! || range[1] < full[full.length - 1]!);
+      if (!zoomed) {
+        if (zoomRef.current && !zoomRef.current.series) unzoom();
+        return;
+      }
+      const previous = zoomRef.current;
+      if (previous && previous.start === range[0] && previous.end === range[1]) return;
+      zoomRef.current = { start: range[0], end: range[1], series: null };
+      setZoom(zoomRef.current);
+      const fetch = latest.current.fetchRange;
+      if (!fetch) return;
+      window.clearTimeout(timer);
+      timer = window.setTimeout(() => {
+        inFlight?.abort();
+        const controller = new AbortController();
+        inFlight = controller;
+        const [start, end] = range;
+        fetch(metricKey, start, end, controller.signal)
+          .then((fine) => {
+            const now = zoomRef.current;
+            if (controller.signal.aborted || !now || now.start !== start || now.end !== end) return;
+            zoomRef.current = { ...now, series: fine };
+            setZoom(zoomRef.current);
+            apply(plot, fine, false);
+          })
+          .catch(() => undefined); // the overview's buckets stay; the next zoom asks again
+      }, ZOOM_FETCH_DELAY_MS);
+    };
+    const plot = new uPlot(
+      chartOptions(metricKey, width, view.logScale, onXScale, () => latest.current.marks),
+      [[], [], [], [], []],
+      container,
+    );
     plotRef.current = plot;
-    zoomedRef.current = false;
+    zoomRef.current = null;
+    setZoom(null);
+    // uPlot's double click resets to the extent of the data shown: the zoomed range's own.
+    const onDoubleClick = () => zoomRef.current && unzoom();
+    plot.over.addEventListener("dblclick", onDoubleClick);
+    unzoomRef.current = unzoom;
     const resize = new ResizeObserver(() => {
       const next = Math.max(200, container.clientWidth);
       if (next !== plot.width) plot.setSize({ width: next, height: HEIGHT });
     });
     resize.observe(container);
     return () => {
+      window.clearTimeout(timer);
+      inFlight?.abort();
       resize.disconnect();
+      plot.over.removeEventListener("dblclick", onDoubleClick);
       plot.destroy();
       plotRef.current = null;
+      unzoomRef.current = null;
     };
     // A log axis is a different chart (uPlot fixes a scale's distribution when it creates it);
     // smoothing is only new data.
   }, [metricKey, view.logScale]);
+  const unzoomRef = useRef<(() => void) | null>(null);
 
   useEffect(() => {
-    // Rescale to the new data unless the user is looking at a zoomed range.
-    plotRef.current?.setData(toUplotData(series, view), !zoomedRef.current);
+    const plot = plotRef.current;
+    if (!plot) return;
+    const current = zoomRef.current;
+    if (current?.series) apply(plot, current.series, false);
+    else apply(plot, series, current === null); // a zoomed view keeps its range as points arrive
   }, [series, metricKey, view]);
 
-  const latest = latestValue(series);
+  useEffect(() => {
+    plotRef.current?.redraw(false, false);
+  }, [marks]);
+
+  const last = latestValue(series);
+  const shown = zoom?.series;
   return (
     <figure className="chart" data-testid={`chart-${metricKey}`}>
       <figcaption className="chart-head">
@@ -138,9 +267,23 @@ function MetricChartImpl({ metricKey, series, view }: MetricChartProps) {
           {metricKey}
         </span>
         <span className="chart-stats num">
-          last {formatMetricValue(latest)} ·{" "}
-          <span data-testid={`points-${metricKey}`}>{series.step.length}</span> pts
-          {isRaw(series) ? "" : ` (${series.count} raw)`}
+          {zoom ? (
+            <>
+              steps {zoom.start}–{zoom.end}:{" "}
+              <span data-testid={`zoom-${metricKey}`}>
+                {shown ? `${shown.step.length} pts${isRaw(shown) ? " (raw)" : ` of ${shown.count}`}` : "loading…"}
+              </span>{" "}
+              <button type="button" className="link-button" onClick={() => unzoomRef.current?.()}>
+                reset zoom
+              </button>
+            </>
+          ) : (
+            <>
+              last {formatMetricValue(last)} ·{" "}
+              <span data-testid={`points-${metricKey}`}>{series.step.length}</span> pts
+              {isRaw(series) ? "" : ` (${series.count} raw)`}
+            </>
+          )}
         </span>
       </figcaption>
       <div ref={containerRef} className="chart-plot" />

@@ -1,4 +1,4 @@
-import { cleanup, fireEvent, screen, waitFor } from "@testing-library/react";
+import { act, cleanup, fireEvent, screen, waitFor } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { CheckpointScore, MetricKeysResponse, MetricsResponse, RunDetail, RunHumanEval } from "../../api/types";
@@ -9,21 +9,36 @@ import { checkpoint } from "../evals/testing";
 import { RunPage } from "./RunPage";
 
 // uPlot draws on a canvas, which jsdom lacks: a stand-in records what each chart was fed.
-const plots = vi.hoisted(() => ({ fed: new Map<string, unknown[][]>() }));
+interface Zoomable {
+  /** What a drag across the chart does: the x scale narrows, and uPlot calls the setScale hooks. */
+  zoom(min: number, max: number): void;
+}
+const plots = vi.hoisted(() => ({ fed: new Map<string, unknown[][]>(), made: new Map<string, Zoomable>() }));
 vi.mock("uplot", () => {
   class FakePlot {
     width = 400;
     ctx = { font: "", measureText: () => ({ width: 10 }) };
+    over = document.createElement("div");
+    scales: { x: { min?: number; max?: number } } = { x: {} };
     constructor(
-      private readonly options: { series: { label?: string }[] },
+      private readonly options: {
+        series: { label?: string }[];
+        hooks?: { setScale?: ((plot: FakePlot, key: string) => void)[] };
+      },
       data: unknown[][],
     ) {
       this.setData(data);
+      plots.made.set(String(this.options.series[1]?.label), this);
     }
     setData(data: unknown[][]): void {
       plots.fed.set(String(this.options.series[1]?.label), data);
     }
+    zoom(min: number, max: number): void {
+      this.scales.x = { min, max };
+      for (const hook of this.options.hooks?.setScale ?? []) hook(this, "x");
+    }
     setSize(): void {}
+    redraw(): void {}
     destroy(): void {}
     static rangeNum(min: number, max: number): [number, number] {
       return [min, max];
@@ -186,6 +201,36 @@ describe("the run page", () => {
     expect((screen.getByTestId("smoothing") as HTMLInputElement).value).toBe("0.5");
     expect((screen.getByTestId("log-scale") as HTMLInputElement).checked).toBe(true);
     localStorage.removeItem("barrel.chartView");
+  });
+
+  it("asks the server for a zoomed range at full resolution and goes back on reset", async () => {
+    const fine = [0.1, 0.2, 0.3];
+    const api = runPageApi({
+      "GET /api/v1/runs/5/metrics": (url) =>
+        url.searchParams.get("start") === null
+          ? { run: 5, series: [{ key: "reward/mean", count: 2, step: [0, 10], min: [0, 0], max: [1, 1], mean: [0.25, 0.5], last: [0.25, 0.5] }] }
+          : { run: 5, series: [{ key: "reward/mean", count: 3, step: [2, 3, 4], min: fine, max: fine, mean: fine, last: fine }] },
+    });
+    renderRun();
+    await screen.findByTestId("points-reward/mean");
+    act(() => plots.made.get("mean")?.zoom(1.6, 4.2));
+    expect((await screen.findByTestId("zoom-reward/mean")).textContent).toBe("loading…");
+    await waitFor(() => expect(screen.getByTestId("zoom-reward/mean").textContent).toBe("3 pts (raw)"));
+    expect(api.calls).toContain("GET /api/v1/runs/5/metrics?keys=reward%2Fmean&start=1&end=5&max_points=1000");
+    expect(plots.fed.get("mean")?.[0]).toEqual([2, 3, 4]);
+    fireEvent.click(screen.getByRole("button", { name: "reset zoom" }));
+    expect(plots.fed.get("mean")?.[0]).toEqual([0, 10]);
+    expect(screen.getByTestId("points-reward/mean").textContent).toBe("2");
+  });
+
+  it("marks checkpoints on the charts", async () => {
+    runPageApi({
+      "GET /api/v1/runs/5/checkpoints": () => [
+        { id: 1, run: 5, attempt: null, step: 4, uri: "file:///c/4", weight_version: 4, metrics: {}, created_at: "2026-11-30T10:00:09Z", score: null },
+      ],
+    });
+    renderRun();
+    expect(await screen.findByText(/Dashed lines: checkpoints/)).toBeTruthy();
   });
 
   it("refetches what it missed when the event counter jumps", async () => {

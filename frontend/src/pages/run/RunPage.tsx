@@ -1,16 +1,17 @@
-import { useCallback, useState } from "react";
+import { useCallback, useMemo, useState } from "react";
 import { Link, useParams } from "react-router";
 
-import { ApiError } from "../../api/client";
-import { useCancelRun, useCheckpoints, useMetricSeries, useRun } from "../../api/hooks";
-import { isTerminal, type Attempt, type RunDetail } from "../../api/types";
+import { ApiError, apiRequest } from "../../api/client";
+import { MAX_POINTS, useCancelRun, useCheckpoints, useMetricSeries, useRun } from "../../api/hooks";
+import { emptySeries, seriesFromWire, type Series } from "../../api/metrics";
+import { isTerminal, type Attempt, type MetricsResponse, type RunDetail } from "../../api/types";
 import { ErrorBox } from "../../components/ErrorBox";
 import { StatusBadge } from "../../components/StatusBadge";
 import { useNow } from "../../components/useNow";
 import { formatDateTime, formatDuration, runDurationMs } from "../../format";
 import { ArtifactsPanel } from "./ArtifactsPanel";
 import { shortCode, waitingParts } from "./attempts";
-import { DEFAULT_VIEW, groupByNamespace, type ChartView } from "./charts";
+import { DEFAULT_VIEW, groupByNamespace, stepMarks, type ChartView } from "./charts";
 import { ConfigPanel } from "./ConfigPanel";
 import { HumanEvalPanel } from "./HumanEvalPanel";
 import { MetricChart } from "./MetricChart";
@@ -50,7 +51,7 @@ function RunView({ runId }: { runId: number }) {
       {run.data.status === "FAILED" ? <FailureBox run={run.data} /> : null}
       <CheckpointsPanel run={run.data} />
       <HumanEvalPanel runId={runId} />
-      <Charts runId={runId} />
+      <Charts runId={runId} attempts={run.data.attempts} />
       <SamplesPanel runId={runId} />
       <ArtifactsPanel runId={runId} />
       <Attempts runId={runId} attempts={run.data.attempts} />
@@ -252,9 +253,23 @@ function ChartControls({ view, onChange }: { view: ChartView; onChange: (view: C
   );
 }
 
-function Charts({ runId }: { runId: number }) {
+function Charts({ runId, attempts }: { runId: number; attempts: Attempt[] }) {
   const series = useMetricSeries(runId);
   const [view, setView] = useChartView();
+  const checkpoints = useCheckpoints(runId);
+  const marks = useMemo(() => stepMarks(checkpoints.data ?? [], attempts), [checkpoints.data, attempts]);
+  // A zoomed chart asks for its range at full resolution (finer buckets, down to raw points).
+  const fetchRange = useCallback(
+    async (key: string, start: number, end: number, signal: AbortSignal): Promise<Series> => {
+      const answer = await apiRequest<MetricsResponse>(`/runs/${runId}/metrics`, {
+        query: { keys: [key], start, end, max_points: MAX_POINTS },
+        signal,
+      });
+      const wire = answer.series.find((s) => s.key === key);
+      return wire ? seriesFromWire(wire) : emptySeries(key);
+    },
+    [runId],
+  );
   if (series.isPending) return <p className="muted">Loading metrics…</p>;
   if (series.isError) return <ErrorBox error={series.error} title="Cannot load metrics" />;
   const groups = groupByNamespace(Object.keys(series.data));
@@ -264,13 +279,23 @@ function Charts({ runId }: { runId: number }) {
   return (
     <section className="charts" data-testid="charts">
       <ChartControls view={view} onChange={setView} />
+      {marks.length ? (
+        <p className="muted small chart-legend-note">
+          Dashed lines: checkpoints{marks.some((m) => m.kind === "resume") ? "; orange: where a resumed attempt began" : ""}.
+          Drag across a chart to zoom into its raw points; double-click to reset.
+        </p>
+      ) : (
+        <p className="muted small chart-legend-note">Drag across a chart to zoom into its raw points; double-click to reset.</p>
+      )}
       {groups.map((group) => (
         <section key={group.namespace} className="namespace">
           <h2>{group.namespace}</h2>
           <div className="chart-grid">
             {group.keys.map((key) => {
               const s = series.data[key];
-              return s ? <MetricChart key={key} metricKey={key} series={s} view={view} /> : null;
+              return s ? (
+                <MetricChart key={key} metricKey={key} series={s} view={view} marks={marks} fetchRange={fetchRange} />
+              ) : null;
             })}
           </div>
         </section>

@@ -6,10 +6,12 @@ import {
   formatTicks,
   groupByNamespace,
   isRaw,
-  isZoomedX,
   namespaceOf,
   smoothEma,
+  stepMarks,
+  stepRange,
   toUplotData,
+  unitOf,
 } from "./charts";
 
 describe("namespaceOf", () => {
@@ -133,18 +135,6 @@ describe("STEP_INCREMENTS", () => {
   });
 });
 
-describe("isZoomedX", () => {
-  const data: [number[], number[]] = [[0, 10, 20], [1, 2, 3]];
-  it("is false while the x scale covers all the data", () => {
-    expect(isZoomedX({ data, scales: { x: { min: 0, max: 20 } } })).toBe(false);
-    expect(isZoomedX({ data: [[], []], scales: { x: { min: 0, max: 1 } } })).toBe(false);
-  });
-  it("is true when the user narrowed the x range", () => {
-    expect(isZoomedX({ data, scales: { x: { min: 5, max: 20 } } })).toBe(true);
-    expect(isZoomedX({ data, scales: { x: { min: 0, max: 15 } } })).toBe(true);
-  });
-});
-
 describe("flatRange", () => {
   it("gives data flat up to float noise room around its value, which uPlot cannot range", () => {
     // float32 noise around 1: an importance ratio that crashed the run page
@@ -157,5 +147,46 @@ describe("flatRange", () => {
     expect(flatRange(1, 1.00001)).toBeNull();
     expect(flatRange(0, 1e-12)).toBeNull();
     expect(flatRange(-3, 5)).toBeNull();
+  });
+});
+
+describe("axis units, marks and zoom ranges", () => {
+  it("reads a metric's unit from its DESIGN name", () => {
+    expect(unitOf("time/rollout_s")).toBe("seconds");
+    expect(unitOf("sandbox/start_ms_p99")).toBe("milliseconds");
+    expect(unitOf("perf/tokens_per_s")).toBe("tokens / s");
+    expect(unitOf("reward/zero_std_frac")).toBe("fraction");
+    expect(unitOf("mismatch/engine_kl")).toBe("nats");
+    expect(unitOf("policy/kl_ref")).toBe("nats");
+    expect(unitOf("response_length/mean")).toBe("tokens");
+    expect(unitOf("system/rss_gb")).toBe("GB");
+    expect(unitOf("reward/mean")).toBe("");
+    expect(unitOf("policy/kludge")).toBe("");
+  });
+
+  it("marks checkpoints and the steps resumed attempts began from, in step order", () => {
+    const marks = stepMarks(
+      [
+        { id: 2, step: 20 },
+        { id: 1, step: 10 },
+      ],
+      [
+        { number: 1, resume_from: null },
+        { number: 2, resume_from: 1 },
+        { number: 3, resume_from: 99 },
+      ],
+    );
+    expect(marks).toEqual([
+      { step: 10, kind: "checkpoint", label: "checkpoint at step 10" },
+      { step: 10, kind: "resume", label: "attempt 2 resumed from step 10" },
+      { step: 20, kind: "checkpoint", label: "checkpoint at step 20" },
+    ]);
+  });
+
+  it("widens a zoomed scale to whole steps", () => {
+    expect(stepRange(1.6, 4.2)).toEqual([1, 5]);
+    expect(stepRange(-3, 2)).toEqual([0, 2]);
+    expect(stepRange(undefined, 2)).toBeNull();
+    expect(stepRange(5, 1)).toBeNull();
   });
 });

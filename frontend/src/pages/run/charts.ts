@@ -157,13 +157,45 @@ export const STEP_INCREMENTS: number[] = Array.from({ length: 16 }, (_, k) =>
 ).flat();
 
 /**
- * True when the x scale shows less than all the data, i.e. the user dragged to
- * zoom. Live updates then keep the zoom instead of snapping back every second;
- * a double click (uPlot's reset) shows everything and makes them follow again.
+ * The unit of a metric's values from its DESIGN name (time/step_s → seconds), for the y axis
+ * title; "" when the name does not say.
  */
-export function isZoomedX(plot: Pick<uPlot, "data" | "scales">): boolean {
-  const xs = plot.data[0];
-  const { min, max } = plot.scales.x ?? {};
-  if (xs.length === 0 || min == null || max == null) return false;
-  return min > (xs[0] as number) || max < (xs[xs.length - 1] as number);
+export function unitOf(key: string): string {
+  const leaf = key.slice(key.lastIndexOf("/") + 1);
+  if (leaf === "tokens_per_s") return "tokens / s";
+  if (leaf === "samples_per_s") return "samples / s";
+  if (/_s$/.test(leaf)) return "seconds";
+  if (/_ms(_p\d+)?$/.test(leaf)) return "milliseconds";
+  if (/_gb$/.test(leaf)) return "GB";
+  if (/(_frac|_util)$/.test(leaf)) return "fraction";
+  if (/(^|_)kl(_|$)/.test(leaf) || leaf === "kl_ref") return "nats";
+  if (key.startsWith("response_length/")) return "tokens";
+  if (/^offpolicy\/staleness/.test(key)) return "weight versions";
+  return "";
+}
+
+/** A checkpoint or a resume, drawn as a vertical line on every chart of the run. */
+export interface StepMark {
+  step: number;
+  kind: "checkpoint" | "resume";
+  label: string;
+}
+
+/** The run's checkpoints, and the steps its attempts resumed from (a resume from a checkpoint). */
+export function stepMarks(
+  checkpoints: readonly { id: number; step: number }[],
+  attempts: readonly { number: number; resume_from: number | null }[],
+): StepMark[] {
+  const marks: StepMark[] = checkpoints.map((c) => ({ step: c.step, kind: "checkpoint", label: `checkpoint at step ${c.step}` }));
+  for (const a of attempts) {
+    const from = checkpoints.find((c) => c.id === a.resume_from);
+    if (from) marks.push({ step: from.step, kind: "resume", label: `attempt ${a.number} resumed from step ${from.step}` });
+  }
+  return marks.sort((x, y) => x.step - y.step || x.kind.localeCompare(y.kind));
+}
+
+/** The whole steps a zoomed x scale shows, for asking the server for that range's buckets. */
+export function stepRange(min: number | undefined, max: number | undefined): [number, number] | null {
+  if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max) || max < min) return null;
+  return [Math.max(0, Math.floor(min)), Math.max(0, Math.ceil(max))];
 }
