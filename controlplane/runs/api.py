@@ -131,7 +131,7 @@ def _group_detail(request: Request, group_id: int) -> Response:
     group = groups.groups_visible_to(request.user).filter(id=group_id).first()
     if group is None:
         raise ApiError(f"Group {group_id} not found.", code="not_found", status_code=404)
-    runs = selectors.runs_visible_to(request.user).filter(groups=group).order_by("id")
+    runs = selectors.runs_visible_to(request.user).filter(groups=group).order_by("id").prefetch_related("groups")
     return Response(RunGroupDetailSerializer(group, context={"runs": runs}).data)
 
 

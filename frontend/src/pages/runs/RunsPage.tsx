@@ -86,9 +86,6 @@ export function RunsPage() {
     <section>
       <div className="page-head">
         <h1>Runs</h1>
-        <Link to="/runs/new" className="button-link">
-          New run
-        </Link>
       </div>
       <div className="filters runs-filters">
         <label>
