@@ -8,6 +8,7 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,7 +16,7 @@ from rest_framework.views import APIView
 from controlplane.api import ApiError, ErrorSerializer, FastJSONRenderer, InputSerializer, Pagination, query_int
 from controlplane.auth.access import accessible_runs
 from controlplane.compare import stats
-from controlplane.compare.export import group_csv
+from controlplane.compare.export import FORMATS, TABLES, Export, export_stream
 from controlplane.compare.summaries import SUMMARIES, Options, groups_by_field, run_values
 from controlplane.compare.table import METRIC_SORT, metric_columns, metric_keys_of, runs_sorted_by_metric
 from controlplane.limits import MAX_BIGINT
@@ -276,20 +277,44 @@ class CompareStatsView(APIView):
 MAX_EXPORT_KEYS = 100
 
 
+class _NoFormatOverride(DefaultContentNegotiation):
+    """The first renderer, always: `?format=` here chooses the export's file format, not DRF's renderer."""
+
+    def select_renderer(self, request: Any, renderers: Any, format_suffix: Any = None) -> Any:
+        return renderers[0], renderers[0].media_type
+
+
 class GroupExportView(APIView):
+    content_negotiation_class = _NoFormatOverride
+
     @extend_schema(
         parameters=[
             OpenApiParameter("keys", str, description="Comma-separated metric keys (at most 100); all when omitted"),
+            OpenApiParameter(
+                "format", {"type": "string", "enum": list(FORMATS)}, description="csv (default) or parquet"
+            ),
+            OpenApiParameter(
+                "table",
+                {"type": "string", "enum": list(TABLES)},
+                description="points (default): every raw point; summaries: a row per run and key (count, first and "
+                "last step, last, final, max, min, auc)",
+            ),
         ],
         responses={
             (200, "text/csv"): OpenApiResponse(
                 OpenApiTypes.STR,
-                description="run, run_name, one column per grid field of the sweep, key, step, value; a row per "
-                "raw point, by run, key and step. Non-finite values as NaN, Infinity, -Infinity.",
+                description="run, run_name, one column per grid field of the sweep, then key, step, value (points: "
+                "a row per raw point, by run, key and step) or key and the summaries. Non-finite values as NaN, "
+                "Infinity, -Infinity.",
+            ),
+            (200, "application/vnd.apache.parquet"): OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="The same columns as Parquet (zstd), a row group per run; grid fields typed where their "
+                "values share a JSON type.",
             ),
             404: ErrorSerializer,
         },
-        summary="A run group's metric series as CSV, every raw point",
+        summary="A run group's metric points or per-run summaries, as CSV or Parquet",
     )
     def get(self, request: Request, group_id: int) -> StreamingHttpResponse:
         group = groups_visible_to(request.user).filter(id=group_id).first()
@@ -303,8 +328,17 @@ class GroupExportView(APIView):
                 "comma-separated.",
                 fields={"keys": [f"1..{MAX_EXPORT_KEYS} keys, each at most {MAX_KEY_LEN} characters"]},
             )
-        response = StreamingHttpResponse(group_csv(group, keys), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="group-{group.id}.csv"'
+        choices = {"format": FORMATS, "table": TABLES}
+        chosen = {name: request.query_params.get(name, options[0]) for name, options in choices.items()}
+        for name, value in chosen.items():
+            if value not in choices[name]:
+                raise ApiError(
+                    f"{name} must be one of {', '.join(choices[name])}.",
+                    fields={name: [f"one of {', '.join(choices[name])}"]},
+                )
+        export = Export(group=group, keys=keys, table=chosen["table"], format=chosen["format"])
+        response = StreamingHttpResponse(export_stream(export), content_type=export.content_type)
+        response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
         return response
 
 

@@ -42,7 +42,7 @@ def _floats(values: list[Any]) -> np.ndarray:
     return np.array([float(v) for v in values], dtype=np.float64)  # "NaN" / "Infinity" strings too
 
 
-def _summary(series: dict[str, Any], options: Options) -> float | None:
+def summary_of(series: dict[str, Any], options: Options) -> float | None:
     steps = np.asarray(series["step"], dtype=np.float64)
     if steps.size == 0:
         return None
@@ -72,7 +72,7 @@ def run_values(runs: Sequence[Run], options: Options) -> dict[int, float | None]
         start=None,
         end=options.step if options.summary == "at_step" else None,
     )
-    found = {entry["run"]: _summary(entry, options) for entry in series}
+    found = {entry["run"]: summary_of(entry, options) for entry in series}
     return {run.id: found.get(run.id) for run in runs}
 
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from typing import Any
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from asgiref.sync import async_to_sync
 from rest_framework.test import APIClient
@@ -30,15 +33,25 @@ def logged(owner: Persona, project: Project, name: str, interval: float, series:
     return run
 
 
-def rows(response: Any) -> list[list[str]]:
-    """The streamed CSV, read as the ASGI server reads it (an async iterator; its database reads
-    run on this thread, inside the test's transaction)."""
-    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+def body(response: Any) -> bytes:
+    """The streamed answer, read as the ASGI server reads it (an async iterator; its database
+    reads run on this thread, inside the test's transaction)."""
+    assert response.status_code == 200, response
 
     async def read() -> bytes:
         return b"".join([chunk async for chunk in response.streaming_content])
 
-    return list(csv.reader(io.StringIO(async_to_sync(read)().decode())))
+    return async_to_sync(read)()
+
+
+def rows(response: Any) -> list[list[str]]:
+    assert response["Content-Type"].startswith("text/csv")
+    return list(csv.reader(io.StringIO(body(response).decode())))
+
+
+def parquet(response: Any) -> Any:
+    assert response["Content-Type"] == "application/vnd.apache.parquet"
+    return pq.read_table(io.BytesIO(body(response)))
 
 
 def test_a_sweep_exports_every_point_with_its_grid_values(owner: Persona, project: Project, outsider: Persona) -> None:
@@ -51,7 +64,7 @@ def test_a_sweep_exports_every_point_with_its_grid_values(owner: Persona, projec
     group.save()
 
     response = owner.client.get(f"/api/v1/groups/{group.id}/export")
-    assert response["Content-Disposition"] == f'attachment; filename="group-{group.id}.csv"'
+    assert response["Content-Disposition"] == f'attachment; filename="group-{group.id}-points.csv"'
     assert rows(response) == [
         ["run", "run_name", "interval_s", "key", "step", "value"],
         [str(a.id), "a", "0.1", "loss", "5", "1.5"],
@@ -70,3 +83,78 @@ def test_bad_keys_are_refused_naming_the_parameter(owner: Persona, project: Proj
     group = groups.group_create(user=owner.user, project=project.id, name="g", run_ids=[])
     response = owner.client.get(f"/api/v1/groups/{group.id}/export", {"keys": keys})
     assert response.status_code == 400 and "keys" in response.json()["fields"]
+
+
+@pytest.fixture
+def sweep(owner: Persona, project: Project) -> tuple[Any, Run, Run]:
+    a = logged(
+        owner,
+        project,
+        "a",
+        0.1,
+        [{"key": "reward/mean", "steps": list(range(20)), "values": [s / 10 for s in range(20)]}],
+    )
+    b = logged(owner, project, "b", 0.2, [{"key": "reward/mean", "steps": [0, 1, 2], "values": [0.3, "NaN", 0.5]}])
+    group = groups.group_create(user=owner.user, project=project.id, name="g", run_ids=[a.id, b.id])
+    group.grid = {"interval_s": [0.1, 0.2]}
+    group.save()
+    return group, a, b
+
+
+def test_parquet_holds_the_same_points_as_csv_with_typed_columns(owner: Persona, sweep: tuple[Any, Run, Run]) -> None:
+    group = sweep[0]
+    url = f"/api/v1/groups/{group.id}/export"
+    table = parquet(owner.client.get(url, {"format": "parquet"}))
+    assert table.column_names == ["run", "run_name", "interval_s", "key", "step", "value"]
+    assert str(table.schema.field("interval_s").type) == "double" and str(table.schema.field("step").type) == "int64"
+    as_csv = rows(owner.client.get(url))[1:]
+    read = table.to_pylist()
+    assert len(read) == len(as_csv) == 23
+    for got, want in zip(read, as_csv, strict=True):
+        assert [str(got["run"]), got["run_name"], repr(got["interval_s"]), got["key"], str(got["step"])] == want[:5]
+        assert (math.isnan(got["value"]) and want[5] == "NaN") or repr(got["value"]) == want[5]
+    # A row group per run: a notebook can read one run without the rest.
+    assert pq.ParquetFile(io.BytesIO(body(owner.client.get(url, {"format": "parquet"})))).num_row_groups == 2
+
+
+def test_summaries_give_each_run_and_key_the_figures_the_statistics_use(
+    owner: Persona, sweep: tuple[Any, Run, Run]
+) -> None:
+    group, a, b = sweep
+    response = owner.client.get(f"/api/v1/groups/{group.id}/export", {"table": "summaries"})
+    assert response["Content-Disposition"] == f'attachment; filename="group-{group.id}-summaries.csv"'
+    header, first, second = rows(response)
+    assert header == [
+        "run",
+        "run_name",
+        "interval_s",
+        "key",
+        "count",
+        "first_step",
+        "last_step",
+        "last",
+        "final",
+        "max",
+        "min",
+        "auc",
+    ]
+    values = np.arange(20) / 10
+    final = values[np.arange(20) >= 19 - 0.1 * 19].mean()
+    auc = np.trapezoid(values, np.arange(20)) / 19
+    assert first[:8] == [str(a.id), "a", "0.1", "reward/mean", "20", "0", "19", "1.9"]
+    assert [float(x) for x in first[8:]] == pytest.approx([final, 1.9, 0.0, auc])
+    # A NaN among the points makes the figures that take it in (max, min, auc) undefined: empty,
+    # not a made-up number. The final tenth holds only step 2.
+    assert second[:8] == [str(b.id), "b", "0.2", "reward/mean", "3", "0", "2", "0.5"]
+    assert second[8:] == ["0.5", "", "", ""]
+    table = parquet(owner.client.get(f"/api/v1/groups/{group.id}/export", {"table": "summaries", "format": "parquet"}))
+    assert table.column("final").to_pylist()[0] == pytest.approx(final)
+
+
+@pytest.mark.parametrize(("params", "field"), [({"format": "xlsx"}, "format"), ({"table": "all"}, "table")])
+def test_an_unknown_format_or_table_is_refused_naming_it(
+    owner: Persona, sweep: tuple[Any, Run, Run], params: dict[str, str], field: str
+) -> None:
+    group = sweep[0]
+    response = owner.client.get(f"/api/v1/groups/{group.id}/export", params)
+    assert response.status_code == 400 and field in response.json()["fields"]
