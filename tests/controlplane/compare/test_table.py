@@ -90,7 +90,7 @@ def test_search_filters_and_sorts_apply_to_the_table_and_the_list(
     group = run_groups.group_create(user=owner.user, project=project.id, name="pair", run_ids=[a.id, c.id])
     for path in (TABLE, "/api/v1/runs"):
 
-        def listed(**params: Any) -> list[int]:
+        def listed(path: str = path, **params: Any) -> list[int]:
             response = owner.client.get(path, params)
             assert response.status_code == 200, response.json()
             return [row["id"] for row in response.json()["results"]]
