@@ -3,6 +3,7 @@ import { Route, Routes } from "react-router";
 import { Layout } from "./components/Layout";
 import { ChatPage } from "./pages/chat/ChatPage";
 import { ChatSessionPage } from "./pages/chat/ChatSessionPage";
+import { ComparePage } from "./pages/compare/ComparePage";
 import { EvalPage } from "./pages/evals/EvalPage";
 import { EvalSetPage } from "./pages/evals/EvalSetPage";
 import { EvalSetsPage } from "./pages/evals/EvalSetsPage";
@@ -42,6 +43,7 @@ export function App() {
         <Route path="eval-sets/:id" element={<EvalSetPage />} />
         <Route path="groups" element={<GroupsPage />} />
         <Route path="groups/:id" element={<GroupPage />} />
+        <Route path="compare" element={<ComparePage />} />
         <Route path="chat" element={<ChatPage />} />
         <Route path="chat/:id" element={<ChatSessionPage />} />
         <Route path="*" element={<NotFound />} />

@@ -28,9 +28,23 @@ export function GroupPage() {
       </div>
       <p data-testid="group-varies">
         {describeSweep(data)} ·{" "}
+        every point as{" "}
         <a href={`/api/v1/groups/${data.id}/export`} download data-testid="group-export">
-          every point as CSV
+          CSV
+        </a>{" "}
+        or{" "}
+        <a href={`/api/v1/groups/${data.id}/export?format=parquet`} download data-testid="group-export-parquet">
+          Parquet
         </a>
+        , per-run summaries as{" "}
+        <a href={`/api/v1/groups/${data.id}/export?table=summaries`} download data-testid="group-export-summaries">
+          CSV
+        </a>{" "}
+        or{" "}
+        <a href={`/api/v1/groups/${data.id}/export?table=summaries&format=parquet`} download>
+          Parquet
+        </a>{" "}
+        · <Link to={`/compare?group=${data.id}`} data-testid="group-overlay">Overlay runs</Link>
       </p>
       <table className="table" data-testid="group-runs">
         <thead>

@@ -1,0 +1,138 @@
+/**
+ * Run configs as flat dotted paths: what differs between runs, the value of one path, and the
+ * runs split by that value. A config is any JSON value; objects nest, everything else (arrays
+ * included) is a leaf.
+ */
+
+/** JSON with object keys sorted, so that equal values always read the same. */
+export function stableStringify(value: unknown): string {
+  if (value === undefined) return "undefined";
+  if (value === null || typeof value !== "object") {
+    if (typeof value === "number" && !Number.isFinite(value)) return String(value);
+    return JSON.stringify(value) ?? String(value);
+  }
+  if (Array.isArray(value)) return `[${value.map(stableStringify).join(",")}]`;
+  const entries = Object.entries(value as Record<string, unknown>)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${stableStringify(v)}`).join(",")}}`;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Every leaf of a config by dotted path ("optim.lr" → 1e-6). Arrays and empty objects are leaves;
+ * a config that is not an object is one leaf at "".
+ */
+export function flattenConfig(config: unknown): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  const walk = (value: unknown, path: string) => {
+    if (isPlainObject(value) && Object.keys(value).length > 0) {
+      for (const [key, child] of Object.entries(value)) walk(child, path ? `${path}.${key}` : key);
+    } else {
+      out.set(path, value);
+    }
+  };
+  if (config === undefined || config === null) return out;
+  walk(config, "");
+  return out;
+}
+
+/** The value at a dotted path (an object or array when the path names one); undefined when absent. */
+export function valueAt(config: unknown, path: string): unknown {
+  if (path === "") return config;
+  let node: unknown = config;
+  for (const part of path.split(".")) {
+    if (!isPlainObject(node) || !(part in node)) return undefined;
+    node = node[part];
+  }
+  return node;
+}
+
+/** Paths whose values are not the same in every config (absent counts as a value), sorted. */
+export function differingPaths(configs: readonly unknown[]): string[] {
+  const flat = configs.map(flattenConfig);
+  const paths = new Set<string>();
+  for (const map of flat) for (const path of map.keys()) paths.add(path);
+  const differing: string[] = [];
+  for (const path of paths) {
+    const seen = new Set(flat.map((map) => (map.has(path) ? stableStringify(map.get(path)) : "\u0000absent")));
+    if (seen.size > 1) differing.push(path);
+  }
+  return differing.sort((a, b) => a.localeCompare(b));
+}
+
+/** A config value as a person reads it: 1e-6, not 0.000001; strings bare; "(unset)" when absent. */
+export function formatConfigValue(value: unknown): string {
+  if (value === undefined) return "(unset)";
+  if (typeof value === "number") {
+    const abs = Math.abs(value);
+    return value !== 0 && Number.isFinite(value) && (abs < 1e-3 || abs >= 1e6) ? value.toExponential() : String(value);
+  }
+  if (typeof value === "string") return value;
+  return stableStringify(value);
+}
+
+export interface ConfigDiffRow {
+  path: string;
+  left: string;
+  right: string;
+}
+
+/** The paths at which two configs differ, sorted, each side formatted. */
+export function diffConfigs(left: unknown, right: unknown): ConfigDiffRow[] {
+  const a = flattenConfig(left);
+  const b = flattenConfig(right);
+  return differingPaths([left, right]).map((path) => ({
+    path,
+    left: formatConfigValue(a.get(path)),
+    right: formatConfigValue(b.get(path)),
+  }));
+}
+
+export interface RunWithConfig {
+  id: number;
+  config: unknown;
+}
+
+/** Runs that share one value of the grouping path. */
+export interface ConfigGroup {
+  /** Stable text of the value: equal values, equal ids. */
+  id: string;
+  /** "lr=1e-6": the path's last segment and the value. */
+  label: string;
+  value: unknown;
+  runIds: number[];
+}
+
+/** The last segment of a dotted path: "optim.lr" → "lr". */
+export function shortPath(path: string): string {
+  const dot = path.lastIndexOf(".");
+  return dot >= 0 ? path.slice(dot + 1) : path;
+}
+
+function compareValues(a: unknown, b: unknown): number {
+  if (a === undefined || b === undefined) return a === b ? 0 : a === undefined ? 1 : -1;
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  if (typeof a === "number") return -1;
+  if (typeof b === "number") return 1;
+  return formatConfigValue(a).localeCompare(formatConfigValue(b), undefined, { numeric: true });
+}
+
+/**
+ * Runs split by the value at `path` (objects and arrays compared by their stable text), groups
+ * ordered by value (numbers ascending, runs without the path last), runs kept in their order.
+ */
+export function groupRunsBy(runs: readonly RunWithConfig[], path: string): ConfigGroup[] {
+  const groups = new Map<string, ConfigGroup>();
+  for (const run of runs) {
+    const value = valueAt(run.config, path);
+    const id = value === undefined ? "\u0000unset" : stableStringify(value);
+    const group = groups.get(id);
+    if (group) group.runIds.push(run.id);
+    else groups.set(id, { id, label: `${shortPath(path)}=${formatConfigValue(value)}`, value, runIds: [run.id] });
+  }
+  return [...groups.values()].sort((a, b) => compareValues(a.value, b.value));
+}
