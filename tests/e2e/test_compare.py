@@ -64,3 +64,42 @@ def test_a_person_compares_a_sweeps_configs_and_reads_the_verdict(live: Live) ->
     assert exported.status_code == 200 and exported.headers["content-type"].startswith("text/csv")
     lines = exported.text.splitlines()
     assert lines[0] == "run,run_name,tasks_per_step,key,step,value" and len(lines) == 1 + 6 * 50
+
+
+def test_a_person_picks_runs_from_the_table_and_overlays_the_sweep(live: Live) -> None:
+    """The runs table sorted by a metric, two runs compared from it, then the sweep overlaid,
+    grouped by its grid field and zoomed (frontend/e2e/overlay.mjs)."""
+    body = {"project": "lab/e2e", "recipe": "smoke", "name": "overlay", "config": {"steps": 1, "interval_s": 0}}
+    body |= {"grid": {"tasks_per_step": [1, 2]}, "seeds": 3}
+    values: dict[int, float] = {}
+    with live.client() as client:
+        made = client.post("/api/v1/sweeps", json=body, headers={"Idempotency-Key": str(uuid.uuid4())})
+        assert made.status_code == 201, made.text
+        group = made.json()
+        for n, run in enumerate(group["runs"]):
+            client.post(f"/api/v1/runs/{run['id']}/cancel")
+            steps = list(range(300))
+            curve = [round(0.1 * n + s / 1000, 4) for s in steps]
+            values[run["id"]] = curve[-1]
+            series = [{"key": "reward/mean", "steps": steps, "values": curve}]
+            assert client.post(f"/api/v1/runs/{run['id']}/metrics", json={"series": series}).status_code == 200
+    env = check_env(live, group["runs"][0]["id"]) | {"BARREL_GROUP_ID": str(group["id"])}
+    result = subprocess.run(
+        ["node", "e2e/overlay.mjs"], cwd=ROOT / "frontend", env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    # The table's rows, sorted by the latest reward/mean, highest first, each with its value.
+    rows = [line.split()[1:] for line in lines if line.startswith("RUNROW ")]
+    ranked = sorted(values, key=lambda run_id: -values[run_id])
+    assert [int(run_id) for run_id, _ in rows] == ranked
+    assert [float(value) for _, value in rows] == pytest.approx([values[r] for r in ranked])
+    [picked] = [line for line in lines if line.startswith("PICKED ")]
+    assert picked.startswith(f"PICKED /compare?runs={min(ranked[:2])},{max(ranked[:2])}")
+    assert len([line for line in lines if line.startswith("LEGEND run ")]) == 6
+    grouped = sorted(line for line in lines if line.startswith("LEGEND group "))
+    assert grouped == ["LEGEND group tasks_per_step=1 (3 runs)", "LEGEND group tasks_per_step=2 (3 runs)"]
+    [zoom] = [line.split()[1:] for line in lines if line.startswith("ZOOM ")]
+    assert 0 <= int(zoom[0]) < int(zoom[1]) <= 299
+    for shot in ("runs-table.png", "compare-overlay.png", "compare-grouped.png"):
+        assert (SHOTS / shot).exists()

@@ -7,6 +7,7 @@ import { StatusBadge } from "../../components/StatusBadge";
 import { useNow } from "../../components/useNow";
 import { formatAgo, formatDateTime, formatDuration, runDurationMs } from "../../format";
 import { formatMetricValue } from "../../api/nonfinite";
+import { compareRunsUrl } from "../compare/urlState";
 import { metricCell, useCreateGroup, useRunTable, useRunTableKeys, type RunTableRow } from "./api";
 import {
   chosenColumns,
@@ -125,11 +126,11 @@ export function RunsPage() {
         <FilterChip label="group" value={filters.group} onClear={() => update({ group: undefined })} />
         <FilterChip label="recipe" value={filters.recipe} onClear={() => update({ recipe: undefined })} />
         <FilterChip label="name" value={filters.name} onClear={() => update({ name: undefined })} />
-        {runs.isFetching ? <span className="muted small">updating…</span> : null}
+        {runs.isFetching ? <span className="muted small" data-testid="runs-updating">updating…</span> : null}
       </div>
 
       {selected.size > 0 ? (
-        <SelectionBar selected={selected} onClear={() => setSelected(new Map())} onCompare={(ids) => void navigate(`/compare?runs=${ids.join(",")}`)} />
+        <SelectionBar selected={selected} onClear={() => setSelected(new Map())} onCompare={(ids) => void navigate(compareRunsUrl(ids))} />
       ) : null}
 
       {runs.isError ? <ErrorBox error={runs.error} title="Cannot load runs" /> : null}
