@@ -3,7 +3,8 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 
 import { formatMetricValue } from "../../api/nonfinite";
-import { STEP_INCREMENTS, flatRange, formatTicks } from "../run/charts";
+import { STEP_INCREMENTS, formatTicks } from "../run/charts";
+import { yScale } from "../run/scales";
 import type { StepRange } from "./api";
 import { formatLogTick } from "./format";
 import { definedRanges, hoverValues, type HoverStore } from "./hover";
@@ -78,12 +79,7 @@ export function chartOptions(
     height: HEIGHT,
     scales: {
       x: { time: false },
-      y: logScale
-        ? { distr: 3, log: 10 }
-        : {
-            range: (_u, min, max) =>
-              min == null || max == null ? [null, null] : (flatRange(min, max) ?? uPlot.rangeNum(min, max, 0.1, true)),
-          },
+      y: yScale(logScale),
     },
     series,
     bands,

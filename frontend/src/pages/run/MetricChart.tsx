@@ -6,7 +6,6 @@ import { formatMetricValue } from "../../api/nonfinite";
 import type { Series } from "../../api/metrics";
 import {
   STEP_INCREMENTS,
-  flatRange,
   formatTicks,
   isRaw,
   latestValue,
@@ -16,6 +15,7 @@ import {
   type ChartView,
   type StepMark,
 } from "./charts";
+import { yScale } from "./scales";
 
 const HEIGHT = 170;
 const LINE = "#1f5fbf";
@@ -64,14 +64,7 @@ function chartOptions(
     height: HEIGHT,
     scales: {
       x: { time: false },
-      // uPlot's default ranging (10% padding, soft zero), unless the data is flat; on a log
-      // axis, whole decades.
-      y: logScale
-        ? { distr: 3, log: 10 }
-        : {
-            range: (_u, min, max) =>
-              min == null || max == null ? [null, null] : (flatRange(min, max) ?? uPlot.rangeNum(min, max, 0.1, true)),
-          },
+      y: yScale(logScale),
     },
     legend: { show: true, live: true },
     cursor: { drag: { x: true, y: false } },
