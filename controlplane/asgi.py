@@ -31,6 +31,7 @@ class OriginCheck(OriginValidator):
 
 websocket_urlpatterns = [
     path("ws/runs/<int:run_id>/", RunConsumer.as_asgi()),
+    path("ws/runs/", RunConsumer.as_asgi()),
     path("ws/evals/<int:eval_id>/", EvalConsumer.as_asgi()),
     path("ws/chats/<int:session_id>/", ChatConsumer.as_asgi()),
 ]

@@ -150,7 +150,8 @@ class _Publisher:
                     text = orjson.dumps({**event, "seq": seq, "epoch": epoch}, default=str).decode()
                     if layer is not None:
                         await layer.group_send(
-                            run_group(run_id), {"type": "run.event", "seq": seq, "epoch": epoch, "text": text}
+                            run_group(run_id),
+                            {"type": "run.event", "run": run_id, "seq": seq, "epoch": epoch, "text": text},
                         )
                     if redis_down:
                         logger.info("Redis is back: live events go out again")

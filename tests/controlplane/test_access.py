@@ -326,6 +326,8 @@ ROUTES: dict[tuple[str, str], Call] = {
     ),
     # The live websocket: whoever may read the run.
     ("ws/runs/<int:run_id>/", "WEBSOCKET"): Call(RUN_READ, (200,), "/ws/runs/{run}/"),
+    # Several runs' live events on one socket (the compare page): whoever may read every one of them.
+    ("ws/runs/", "WEBSOCKET"): Call(RUN_READ, (200,), "/ws/runs/?ids={run}"),
     # An eval's live events: whoever may read the eval (a run token: 4403, as REST's 403).
     ("ws/evals/<int:eval_id>/", "WEBSOCKET"): Call(TEAM_READ, (200,), "/ws/evals/{eval}/"),
     # Chats (controlplane.chat): {chat} has a reply {message} that its server {run} (chat=True) streams.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import uuid
+from typing import Any
 
 import numpy as np
 import pytest
@@ -69,8 +70,8 @@ def test_a_person_compares_a_sweeps_configs_and_reads_the_verdict(live: Live) ->
 def test_a_person_picks_runs_from_the_table_and_overlays_the_sweep(live: Live) -> None:
     """The runs table sorted by a metric, two runs compared from it, then the sweep overlaid,
     grouped by its grid field and zoomed (frontend/e2e/overlay.mjs)."""
-    body = {"project": "lab/e2e", "recipe": "smoke", "name": "overlay", "config": {"steps": 1, "interval_s": 0}}
-    body |= {"grid": {"tasks_per_step": [1, 2]}, "seeds": 3}
+    body: dict[str, Any] = {"project": "lab/e2e", "recipe": "smoke", "name": "overlay"}
+    body |= {"config": {"steps": 1, "interval_s": 0}, "grid": {"tasks_per_step": [1, 2]}, "seeds": 3}
     values: dict[int, float] = {}
     with live.client() as client:
         made = client.post("/api/v1/sweeps", json=body, headers={"Idempotency-Key": str(uuid.uuid4())})
