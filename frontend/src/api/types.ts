@@ -143,6 +143,8 @@ export interface WsMetricsPoints extends WsEvent {
 
 export interface WsResync {
   type: "resync";
+  /** On a socket of several runs: the run to refetch; absent, refetch them all. */
+  run_id?: number;
 }
 
 export interface WsSamplesAdded extends WsEvent {

@@ -295,15 +295,15 @@ describe("the compare page", () => {
     await waitFor(() => expect(screen.queryByTestId("zoom-state")).toBeNull());
   });
 
-  it("patches the charts of running runs from their websockets, without new charts", async () => {
+  it("patches the charts of running runs from their websocket, without new charts", async () => {
     const running = { ...RUNS, 1: runDetail({ ...RUNS[1], status: "RUNNING" }) };
     compareApi({ "GET /api/v1/runs/1": () => running[1] });
     renderCompare("?runs=1,2&keys=reward/mean");
     await waitFor(() => expect(steps(chart("reward/mean"))).toHaveLength(3));
     const made = plots.made.length;
-    // Only the running run gets a socket.
-    expect(FakeWebSocket.opened.map((s) => s.url)).toEqual([`ws://${window.location.host}/ws/runs/1/`]);
-    expect(screen.getByTestId("live-state").textContent).toBe("connecting 1 of 1 live feeds…");
+    // Only the running run is followed, on one socket for every running run.
+    expect(FakeWebSocket.opened.map((s) => s.url)).toEqual([`ws://${window.location.host}/ws/runs/?ids=1`]);
+    expect(screen.getByTestId("live-state").textContent).toBe("connecting the live feed of 1 run…");
     const socket = FakeWebSocket.latest();
     socket.accept();
     socket.send({ type: "run.snapshot", run: runSummary({ id: 1, status: "RUNNING" }), seq: 1, epoch: "e" });

@@ -1,66 +1,81 @@
 import { useQueryClient } from "@tanstack/react-query";
-import { memo, useEffect, useRef, useState } from "react";
+import { memo, useEffect, useRef } from "react";
 
-import { useLiveSocket, type SocketState } from "../../api/liveSocket";
+import { useLiveSocket } from "../../api/liveSocket";
 import { livePointsFromWire } from "../../api/metrics";
 import { queryKeys } from "../../api/queryKeys";
 import { isTerminal, WS_CLOSE_NOT_FOUND, type RunDetail } from "../../api/types";
-import { applyRunMessage, parseMessage, resyncRun, runSocketUrl, SeqTracker } from "../run/live";
+import { applyRunMessage, parseMessage, resyncRun, SeqTracker } from "../run/live";
 import { patchComparisons, resyncComparisons } from "./api";
-import { describeFeeds, liveRuns, SLEEP_RESYNC_MS, type LiveRun } from "./feeds";
+import { describeFeed, liveRuns, messageRun, runsSocketUrl, SLEEP_RESYNC_MS, type LiveRun } from "./feeds";
 
 /**
- * One run's websocket, as the run page keeps it: its messages patch the run's cache entries
- * (status, keys) and every cached comparison showing it; a reconnect, a gap or a new epoch
- * refetches what may have been missed.
+ * One websocket for every followed run (ws/runs/?ids=...): each message patches its run's cache
+ * entries (status, keys) and every cached comparison showing it; a reconnect, a gap in a run's
+ * seq or a new epoch refetches what may have been missed (that run's, or everything).
  */
-const RunFeed = memo(function RunFeed({ runId, onState }: { runId: number; onState: (runId: number, state: SocketState) => void }) {
+const RunsFeed = memo(function RunsFeed({ runIds, running }: { runIds: readonly number[]; running: number }) {
   const queryClient = useQueryClient();
-  const seq = useRef(new SeqTracker());
-  const resync = () => {
-    resyncRun(queryClient, runId);
-    resyncComparisons(queryClient, [runId]);
+  const trackers = useRef(new Map<number, SeqTracker>());
+  const resync = (ids: readonly number[]) => {
+    for (const id of ids) resyncRun(queryClient, id);
+    resyncComparisons(queryClient, ids);
   };
-  const state = useLiveSocket(runSocketUrl(runId, window.location), {
+  const state = useLiveSocket(runsSocketUrl(runIds, window.location), {
     onConnect: () => {
-      seq.current = new SeqTracker();
+      trackers.current = new Map();
     },
     onMessage: (data) => {
       const message = parseMessage(data);
       if (!message) return false;
-      if (seq.current.missed(message)) resync();
+      const runId = messageRun(message);
+      if (runId === null) {
+        resync(runIds);
+        return false;
+      }
+      if (!runIds.includes(runId)) return false;
+      let seq = trackers.current.get(runId);
+      if (!seq) trackers.current.set(runId, (seq = new SeqTracker()));
+      if (seq.missed(message)) resync([runId]);
       applyRunMessage(queryClient, runId, message);
-      if (message.type === "metrics.points" && message.run_id === runId) {
+      if (message.type === "metrics.points") {
         patchComparisons(queryClient, runId, livePointsFromWire(message.series));
       } else if (message.type === "resync") {
         resyncComparisons(queryClient, [runId]);
       }
       return message.type === "run.snapshot";
     },
-    onResync: resync,
+    onResync: () => resync(runIds),
     upOn: "open",
     establishedOn: "snapshot",
     refusedCodes: [WS_CLOSE_NOT_FOUND],
-    isFinal: (event) => {
-      const status = queryClient.getQueryData<RunDetail>(queryKeys.runDetail(runId))?.status;
-      return event.code === 1000 && status !== undefined && isTerminal(status);
-    },
+    // The server is done when every followed run has finished.
+    isFinal: (event) =>
+      event.code === 1000 &&
+      runIds.every((id) => {
+        const status = queryClient.getQueryData<RunDetail>(queryKeys.runDetail(id))?.status;
+        return status !== undefined && isTerminal(status);
+      }),
   });
-  useEffect(() => onState(runId, state), [runId, state, onState]);
-  return null;
+  const { text, tone } = describeFeed(state, runIds.length, running);
+  return (
+    <span
+      className={`live live-${tone}`}
+      data-testid="live-state"
+      title={running > runIds.length ? `Only the first ${runIds.length} running runs are followed live.` : "one websocket"}
+    >
+      {text}
+    </span>
+  );
 });
 
-/** Live feeds of the running runs and their state; nothing when every run has finished. */
+/** The live feed of the running runs and its state; nothing when every run has finished. */
 export function LiveFeeds({ runs }: { runs: readonly LiveRun[] }) {
   const queryClient = useQueryClient();
   const { fed, running } = liveRuns(runs);
-  const [states, setStates] = useState<ReadonlyMap<number, SocketState>>(new Map());
-  const onState = useRef((runId: number, state: SocketState) =>
-    setStates((old) => (old.get(runId) === state ? old : new Map(old).set(runId, state))),
-  ).current;
   const fedKey = fed.join(",");
 
-  // A laptop that slept may come back with sockets that look open but missed messages.
+  // A laptop that slept may come back with a socket that looks open but missed messages.
   useEffect(() => {
     if (fed.length === 0) return;
     let hiddenAt: number | null = null;
@@ -81,22 +96,6 @@ export function LiveFeeds({ runs }: { runs: readonly LiveRun[] }) {
   }, [fedKey, queryClient]);
 
   if (fed.length === 0) return null;
-  const { text, tone } = describeFeeds(
-    fed.map((id) => states.get(id) ?? "connecting"),
-    running,
-  );
-  return (
-    <>
-      {fed.map((id) => (
-        <RunFeed key={id} runId={id} onState={onState} />
-      ))}
-      <span
-        className={`live live-${tone}`}
-        data-testid="live-state"
-        title={running > fed.length ? `Only the first ${fed.length} running runs are followed live; reload for the others.` : "websockets"}
-      >
-        {text}
-      </span>
-    </>
-  );
+  // A new set of running runs is a new socket (its ids are in the URL).
+  return <RunsFeed key={fedKey} runIds={fed} running={running} />;
 }

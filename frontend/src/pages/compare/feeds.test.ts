@@ -1,24 +1,32 @@
 import { describe, expect, it } from "vitest";
 
-import { describeFeeds, liveRuns, MAX_LIVE_FEEDS } from "./feeds";
+import { describeFeed, liveRuns, MAX_LIVE_RUNS, messageRun, runsSocketUrl } from "./feeds";
 
-describe("live feeds", () => {
-  it("follows only running runs, at most MAX_LIVE_FEEDS", () => {
-    const runs = Array.from({ length: 30 }, (_, i) => ({ id: i + 1, status: i % 3 === 0 ? "SUCCEEDED" : "RUNNING" }));
+describe("the live feed", () => {
+  it("follows only running runs, at most MAX_LIVE_RUNS", () => {
+    const runs = Array.from({ length: 160 }, (_, i) => ({ id: i + 1, status: i % 3 === 0 ? "SUCCEEDED" : "RUNNING" }));
     const { fed, running } = liveRuns(runs);
-    expect(running).toBe(20);
-    expect(fed).toHaveLength(Math.min(20, MAX_LIVE_FEEDS));
+    expect(running).toBe(106);
+    expect(fed).toHaveLength(MAX_LIVE_RUNS);
     expect(fed).not.toContain(1);
     expect(liveRuns([{ id: 1, status: "FAILED" }])).toEqual({ fed: [], running: 0 });
   });
 
-  it("says how the feeds are doing, and that some runs are not followed", () => {
-    expect(describeFeeds(["up", "up"], 2)).toEqual({ text: "live: 2 running runs", tone: "up" });
-    expect(describeFeeds(["up", "closed"], 2).tone).toBe("closed");
-    expect(describeFeeds(["up", "closed"], 2).text).toBe("1 of 2 live feeds reconnecting…");
-    expect(describeFeeds(["up", "connecting"], 2).text).toBe("connecting 1 of 2 live feeds…");
-    expect(describeFeeds(["refused"], 1)).toEqual({ text: "no live feed", tone: "refused" });
-    expect(describeFeeds(["up", "refused"], 2).text).toBe("live: 1 running run, 1 without a feed");
-    expect(describeFeeds(["up"], 25).text).toBe("live: 1 running run (the first 1 of 25 running runs)");
+  it("opens one socket for every followed run", () => {
+    expect(runsSocketUrl([3, 5], { protocol: "https:", host: "barrel.lab" })).toBe("wss://barrel.lab/ws/runs/?ids=3,5");
+  });
+
+  it("tells which run a message is about, and a resync of them all", () => {
+    expect(messageRun({ type: "metrics.points", run_id: 4, series: [] })).toBe(4);
+    expect(messageRun({ type: "resync", run_id: 4 })).toBe(4);
+    expect(messageRun({ type: "resync" })).toBeNull();
+  });
+
+  it("says how the feed is doing, and that some runs are not followed", () => {
+    expect(describeFeed("up", 2, 2)).toEqual({ text: "live: 2 running runs", tone: "up" });
+    expect(describeFeed("closed", 2, 2)).toEqual({ text: "live feed reconnecting…", tone: "closed" });
+    expect(describeFeed("connecting", 1, 1).text).toBe("connecting the live feed of 1 run…");
+    expect(describeFeed("refused", 1, 1)).toEqual({ text: "no live feed", tone: "refused" });
+    expect(describeFeed("up", 100, 125).text).toBe("live: 100 running runs (the first 100 of 125 running runs)");
   });
 });

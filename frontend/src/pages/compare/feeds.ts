@@ -1,9 +1,9 @@
-/** Which running runs a compare page follows live, and how their feeds are doing, in words. */
+/** Which running runs a compare page follows live, over one socket, and how it is doing, in words. */
 import type { SocketState } from "../../api/liveSocket";
-import { isTerminal } from "../../api/types";
+import { isTerminal, type WsMessage } from "../../api/types";
 
-/** Sockets one compare page keeps open at most: one per running run. */
-export const MAX_LIVE_FEEDS = 20;
+/** Runs one socket follows at most (the server's limit, controlplane.runs.consumers.MAX_LIVE_RUNS). */
+export const MAX_LIVE_RUNS = 100;
 /** A tab hidden this long may have missed messages (timers and sockets sleep): ask again. */
 export const SLEEP_RESYNC_MS = 15_000;
 
@@ -12,21 +12,42 @@ export interface LiveRun {
   status: string;
 }
 
-/** The runs that get a live feed: those still running, the first MAX_LIVE_FEEDS of them. */
+/** The runs that get a live feed: those still running, the first MAX_LIVE_RUNS of them. */
 export function liveRuns(runs: readonly LiveRun[]): { fed: number[]; running: number } {
   const running = runs.filter((run) => !isTerminal(run.status)).map((run) => run.id);
-  return { fed: running.slice(0, MAX_LIVE_FEEDS), running: running.length };
+  return { fed: running.slice(0, MAX_LIVE_RUNS), running: running.length };
 }
 
-/** "live: 3 running runs", "1 of 3 feeds reconnecting…": the feeds' state in a few words. */
-export function describeFeeds(states: readonly SocketState[], running: number): { text: string; tone: SocketState } {
-  const fed = states.length;
-  const count = (state: SocketState) => states.filter((s) => s === state).length;
-  const [up, closed, refused, connecting] = [count("up"), count("closed"), count("refused"), count("connecting")];
+/** The socket of several runs' URL. */
+export function runsSocketUrl(runIds: readonly number[], location: Pick<Location, "protocol" | "host">): string {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${location.host}/ws/runs/?ids=${runIds.join(",")}`;
+}
+
+/** The run a message of a several-runs socket is about; null for a resync of every run. */
+export function messageRun(message: WsMessage): number | null {
+  switch (message.type) {
+    case "run.snapshot":
+    case "run.status":
+      return message.run.id;
+    case "resync":
+      return message.run_id ?? null;
+    default:
+      return message.run_id;
+  }
+}
+
+/** "live: 3 running runs", "reconnecting…": the feed's state in a few words. */
+export function describeFeed(state: SocketState, fed: number, running: number): { text: string; tone: SocketState } {
   const capped = running > fed ? ` (the first ${fed} of ${running} running runs)` : "";
-  if (closed > 0) return { text: `${closed} of ${fed} live feeds reconnecting…${capped}`, tone: "closed" };
-  if (connecting > 0) return { text: `connecting ${connecting} of ${fed} live feeds…${capped}`, tone: "connecting" };
-  if (up === 0) return { text: "no live feed", tone: "refused" };
-  const without = refused > 0 ? `, ${refused} without a feed` : "";
-  return { text: `live: ${up} running run${up === 1 ? "" : "s"}${without}${capped}`, tone: "up" };
+  switch (state) {
+    case "up":
+      return { text: `live: ${fed} running run${fed === 1 ? "" : "s"}${capped}`, tone: "up" };
+    case "connecting":
+      return { text: `connecting the live feed of ${fed} run${fed === 1 ? "" : "s"}…`, tone: "connecting" };
+    case "closed":
+      return { text: `live feed reconnecting…${capped}`, tone: "closed" };
+    default:
+      return { text: "no live feed", tone: "refused" };
+  }
 }
