@@ -122,6 +122,9 @@ interface MetricChartProps {
   marks?: readonly StepMark[];
   /** The series over [start, end] at full resolution (finer buckets, or raw points): asked for on zoom. */
   fetchRange?: (key: string, start: number, end: number, signal: AbortSignal) => Promise<Series>;
+  /** Pinned to the top of the page; a pin button when `onPin` is given. */
+  pinned?: boolean;
+  onPin?: (key: string) => void;
 }
 
 const NO_MARKS: readonly StepMark[] = [];
@@ -143,7 +146,7 @@ interface Zoom {
  * raw points, and shows that until the zoom is reset (double click, or the reset button); live
  * points keep arriving in the overview meanwhile.
  */
-function MetricChartImpl({ metricKey, series, view, marks = NO_MARKS, fetchRange }: MetricChartProps) {
+function MetricChartImpl({ metricKey, series, view, marks = NO_MARKS, fetchRange, pinned = false, onPin }: MetricChartProps) {
   const containerRef = useRef<HTMLDivElement>(null);
   const plotRef = useRef<uPlot | null>(null);
   const zoomRef = useRef<Zoom | null>(null);
@@ -257,6 +260,18 @@ function MetricChartImpl({ metricKey, series, view, marks = NO_MARKS, fetchRange
     <figure className="chart" data-testid={`chart-${metricKey}`}>
       <figcaption className="chart-head">
         <span className="chart-key" title={metricKey}>
+          {onPin ? (
+            <button
+              type="button"
+              className={`pin-button${pinned ? " pinned" : ""}`}
+              aria-pressed={pinned}
+              aria-label={`${pinned ? "unpin" : "pin"} ${metricKey}`}
+              title={pinned ? "Unpin (this project's runs show it at the top)" : "Pin to the top for every run of this project"}
+              onClick={() => onPin(metricKey)}
+            >
+              {pinned ? "★" : "☆"}
+            </button>
+          ) : null}
           {metricKey}
         </span>
         <span className="chart-stats num">

@@ -223,6 +223,33 @@ describe("the run page", () => {
     expect(screen.getByTestId("points-reward/mean").textContent).toBe("2");
   });
 
+  it("pins a chart to the top for the project's runs, folds a namespace, and draws the reward distribution", async () => {
+    localStorage.removeItem("barrel.chartLayout.1");
+    const keys = ["reward/mean", "reward/min", "reward/max"];
+    const wire = (key: string) => ({ key, count: 2, step: [0, 1], min: [0.1, 0.2], max: [0.3, 0.4], mean: [0.2, 0.3], last: [0.2, 0.3] });
+    runPageApi({
+      "GET /api/v1/runs/5/metrics/keys": () => ({
+        keys: keys.map((key) => ({ key, count: 2, first_step: 0, last_step: 1, last_value: 0.3 })),
+      }),
+      "GET /api/v1/runs/5/metrics": () => ({ run: 5, series: keys.map(wire) }),
+    });
+    renderRun();
+    expect(await screen.findByTestId("distribution-reward")).toBeTruthy();
+    expect(screen.queryByTestId("pinned-charts")).toBeNull();
+    fireEvent.click(screen.getByRole("button", { name: "pin reward/max" }));
+    expect(screen.getByTestId("pinned-charts").textContent).toContain("reward/max");
+    fireEvent.click(screen.getByTestId("fold-reward"));
+    expect(screen.queryByTestId("distribution-reward")).toBeNull();
+    expect(JSON.parse(localStorage.getItem("barrel.chartLayout.1") ?? "null")).toEqual({ pinned: ["reward/max"], folded: ["reward"] });
+    // Another run of the project opens with the same layout.
+    cleanup();
+    runPageApi();
+    renderRun();
+    await screen.findByTestId("charts");
+    expect(screen.getByTestId("fold-reward").getAttribute("aria-expanded")).toBe("false");
+    localStorage.removeItem("barrel.chartLayout.1");
+  });
+
   it("marks checkpoints on the charts", async () => {
     runPageApi({
       "GET /api/v1/runs/5/checkpoints": () => [

@@ -11,7 +11,18 @@ import { useNow } from "../../components/useNow";
 import { formatDateTime, formatDuration, runDurationMs } from "../../format";
 import { ArtifactsPanel } from "./ArtifactsPanel";
 import { shortCode, waitingParts } from "./attempts";
-import { DEFAULT_VIEW, groupByNamespace, stepMarks, type ChartView } from "./charts";
+import {
+  DEFAULT_VIEW,
+  distributionsOf,
+  groupByNamespace,
+  loadLayout,
+  saveLayout,
+  stepMarks,
+  toggled,
+  type ChartLayout,
+  type ChartView,
+} from "./charts";
+import { DistributionChart } from "./DistributionChart";
 import { ConfigPanel } from "./ConfigPanel";
 import { HumanEvalPanel } from "./HumanEvalPanel";
 import { MetricChart } from "./MetricChart";
@@ -51,7 +62,7 @@ function RunView({ runId }: { runId: number }) {
       {run.data.status === "FAILED" ? <FailureBox run={run.data} /> : null}
       <CheckpointsPanel run={run.data} />
       <HumanEvalPanel runId={runId} />
-      <Charts runId={runId} attempts={run.data.attempts} />
+      <Charts runId={runId} projectId={run.data.project.id} attempts={run.data.attempts} />
       <SamplesPanel runId={runId} />
       <ArtifactsPanel runId={runId} />
       <Attempts runId={runId} attempts={run.data.attempts} />
@@ -253,7 +264,7 @@ function ChartControls({ view, onChange }: { view: ChartView; onChange: (view: C
   );
 }
 
-function Charts({ runId, attempts }: { runId: number; attempts: Attempt[] }) {
+function Charts({ runId, projectId, attempts }: { runId: number; projectId: number; attempts: Attempt[] }) {
   const series = useMetricSeries(runId);
   const [view, setView] = useChartView();
   const checkpoints = useCheckpoints(runId);
@@ -270,36 +281,85 @@ function Charts({ runId, attempts }: { runId: number; attempts: Attempt[] }) {
     },
     [runId],
   );
+  const [layout, setLayout] = useState<ChartLayout>(() => loadLayout(projectId));
+  const changeLayout = (next: ChartLayout) => {
+    saveLayout(projectId, next);
+    setLayout(next);
+  };
+  const onPin = useCallback(
+    (key: string) =>
+      setLayout((old) => {
+        const next = { ...old, pinned: toggled(old.pinned, key) };
+        saveLayout(projectId, next);
+        return next;
+      }),
+    [projectId],
+  );
   if (series.isPending) return <p className="muted">Loading metrics…</p>;
   if (series.isError) return <ErrorBox error={series.error} title="Cannot load metrics" />;
   const groups = groupByNamespace(Object.keys(series.data));
   if (groups.length === 0) {
     return <p className="muted panel">No metrics yet. Charts appear as soon as the run reports its first points.</p>;
   }
+  const distributions = new Map(distributionsOf(Object.keys(series.data)).map((d) => [d.namespace, d]));
+  const pinned = layout.pinned.filter((key) => series.data[key]);
+  const chart = (key: string) => {
+    const s = series.data[key];
+    return s ? (
+      <MetricChart
+        key={key}
+        metricKey={key}
+        series={s}
+        view={view}
+        marks={marks}
+        fetchRange={fetchRange}
+        pinned={layout.pinned.includes(key)}
+        onPin={onPin}
+      />
+    ) : null;
+  };
   return (
     <section className="charts" data-testid="charts">
       <ChartControls view={view} onChange={setView} />
-      {marks.length ? (
-        <p className="muted small chart-legend-note">
-          Dashed lines: checkpoints{marks.some((m) => m.kind === "resume") ? "; orange: where a resumed attempt began" : ""}.
-          Drag across a chart to zoom into its raw points; double-click to reset.
-        </p>
-      ) : (
-        <p className="muted small chart-legend-note">Drag across a chart to zoom into its raw points; double-click to reset.</p>
-      )}
-      {groups.map((group) => (
-        <section key={group.namespace} className="namespace">
-          <h2>{group.namespace}</h2>
-          <div className="chart-grid">
-            {group.keys.map((key) => {
-              const s = series.data[key];
-              return s ? (
-                <MetricChart key={key} metricKey={key} series={s} view={view} marks={marks} fetchRange={fetchRange} />
-              ) : null;
-            })}
-          </div>
+      <p className="muted small chart-legend-note">
+        {marks.length
+          ? `Dashed lines: checkpoints${marks.some((m) => m.kind === "resume") ? "; orange: where a resumed attempt began" : ""}. `
+          : ""}
+        Drag across a chart to zoom into its raw points; double-click to reset. ☆ pins a chart to the top for every run
+        of this project.
+      </p>
+      {pinned.length ? (
+        <section className="namespace" data-testid="pinned-charts">
+          <h2>pinned</h2>
+          <div className="chart-grid">{pinned.map(chart)}</div>
         </section>
-      ))}
+      ) : null}
+      {groups.map((group) => {
+        const folded = layout.folded.includes(group.namespace);
+        const distribution = distributions.get(group.namespace);
+        return (
+          <section key={group.namespace} className="namespace">
+            <h2>
+              <button
+                type="button"
+                className="fold-button"
+                aria-expanded={!folded}
+                data-testid={`fold-${group.namespace}`}
+                onClick={() => changeLayout({ ...layout, folded: toggled(layout.folded, group.namespace) })}
+              >
+                {folded ? "▸" : "▾"} {group.namespace}
+              </button>{" "}
+              <span className="muted small">{group.keys.length} charts</span>
+            </h2>
+            {folded ? null : (
+              <div className="chart-grid">
+                {distribution ? <DistributionChart d={distribution} series={series.data} logScale={view.logScale} /> : null}
+                {group.keys.map(chart)}
+              </div>
+            )}
+          </section>
+        );
+      })}
     </section>
   );
 }

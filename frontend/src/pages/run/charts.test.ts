@@ -2,6 +2,11 @@ import { describe, expect, it } from "vitest";
 
 import {
   STEP_INCREMENTS,
+  distributionData,
+  distributionsOf,
+  loadLayout,
+  saveLayout,
+  toggled,
   flatRange,
   formatTicks,
   groupByNamespace,
@@ -188,5 +193,47 @@ describe("axis units, marks and zoom ranges", () => {
     expect(stepRange(-3, 2)).toEqual([0, 2]);
     expect(stepRange(undefined, 2)).toBeNull();
     expect(stepRange(5, 1)).toBeNull();
+  });
+});
+
+describe("distributions and the project's chart layout", () => {
+  it("finds a namespace's distribution from its summary keys", () => {
+    const keys = ["reward/min", "reward/p10", "reward/p50", "reward/p90", "reward/max", "reward/mean", "response_length/min", "response_length/mean", "response_length/max", "policy/loss", "policy/mean"];
+    expect(distributionsOf(keys)).toEqual([
+      { namespace: "reward", centre: "reward/p50", inner: ["reward/p10", "reward/p90"], outer: ["reward/min", "reward/max"] },
+      { namespace: "response_length", centre: "response_length/mean", inner: null, outer: ["response_length/min", "response_length/max"] },
+    ]);
+  });
+
+  it("aligns the distribution's keys on their steps, min and max from their buckets' extremes", () => {
+    const s = (key: string, step: number[], mean: number[], lo = mean, hi = mean) => ({ key, count: step.length, step, min: lo, max: hi, mean, last: mean });
+    const d = { namespace: "r", centre: "r/mean", inner: null, outer: ["r/min", "r/max"] as [string, string] };
+    const data = distributionData(d, {
+      "r/mean": s("r/mean", [0, 10], [0.5, 0.6]),
+      "r/min": s("r/min", [0, 10], [0.2, 0.3], [0.1, 0.25], [0.3, 0.35]),
+      "r/max": s("r/max", [10, 20], [0.9, Number.NaN], [0.8, 0.9], [0.95, Number.POSITIVE_INFINITY]),
+    });
+    expect(data).toEqual([
+      [0, 10, 20],
+      [0.1, 0.25, null],
+      [null, null, null],
+      [0.5, 0.6, null],
+      [null, null, null],
+      [null, 0.95, null],
+    ]);
+  });
+
+  it("remembers pins and folds per project, and survives a broken entry", () => {
+    const store = new Map<string, string>();
+    globalThis.localStorage = {
+      getItem: (k: string) => store.get(k) ?? null,
+      setItem: (k: string, v: string) => void store.set(k, v),
+    } as Storage;
+    saveLayout(3, { pinned: toggled(toggled([], "reward/mean"), "loss"), folded: ["system"] });
+    expect(loadLayout(3)).toEqual({ pinned: ["reward/mean", "loss"], folded: ["system"] });
+    expect(loadLayout(4)).toEqual({ pinned: [], folded: [] });
+    expect(toggled(["a", "b"], "a")).toEqual(["b"]);
+    store.set("barrel.chartLayout.5", "{oops");
+    expect(loadLayout(5)).toEqual({ pinned: [], folded: [] });
   });
 });

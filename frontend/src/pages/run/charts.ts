@@ -3,19 +3,22 @@ import type uPlot from "uplot";
 import { toPlottable } from "../../api/nonfinite";
 import type { Series } from "../../api/metrics";
 
-/** Namespaces in the order the design lists them; others follow alphabetically. */
+/**
+ * Namespaces in the order a researcher reads a run: what it learns (reward, held-out eval), whether
+ * rollout and trainer agree (mismatch), then the design's order; others follow alphabetically.
+ */
 export const NAMESPACE_ORDER = [
   "reward",
+  "eval",
+  "mismatch",
   "response_length",
   "policy",
   "offpolicy",
-  "mismatch",
   "time",
   "idle",
   "perf",
   "sandbox",
   "reward_pipeline",
-  "eval",
   "system",
 ] as const;
 
@@ -198,4 +201,91 @@ export function stepMarks(
 export function stepRange(min: number | undefined, max: number | undefined): [number, number] | null {
   if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max) || max < min) return null;
   return [Math.max(0, Math.floor(min)), Math.max(0, Math.ceil(max))];
+}
+
+/**
+ * A per-step distribution drawn from a namespace's summary keys (DESIGN: reward/{min,p10,p50,p90,max},
+ * response_length/{min,mean,max}): a centre line (p50, else mean) with the p10–p90 band inside the
+ * min–max band.
+ */
+export interface Distribution {
+  namespace: string;
+  centre: string;
+  inner: [string, string] | null;
+  outer: [string, string] | null;
+}
+
+export function distributionsOf(keys: Iterable<string>): Distribution[] {
+  const all = new Set(keys);
+  const found: Distribution[] = [];
+  for (const { namespace } of groupByNamespace(all)) {
+    const key = (leaf: string) => `${namespace}/${leaf}`;
+    const has = (leaf: string) => all.has(key(leaf));
+    const centre = has("p50") ? key("p50") : has("mean") ? key("mean") : null;
+    const inner: [string, string] | null = has("p10") && has("p90") ? [key("p10"), key("p90")] : null;
+    const outer: [string, string] | null = has("min") && has("max") ? [key("min"), key("max")] : null;
+    if (centre && (inner || outer)) found.push({ namespace, centre, inner, outer });
+  }
+  return found;
+}
+
+/**
+ * uPlot columns [step, min, p10, centre, p90, max] over the union of the series' steps (null
+ * where a series has no bucket there). A downsampled `min` key contributes its buckets' minimum,
+ * a `max` key its buckets' maximum, the others their bucket means.
+ */
+export function distributionData(d: Distribution, series: Readonly<Record<string, Series>>): uPlot.AlignedData {
+  const parts: [string | undefined, keyof Series][] = [
+    [d.outer?.[0], "min"],
+    [d.inner?.[0], "mean"],
+    [d.centre, "mean"],
+    [d.inner?.[1], "mean"],
+    [d.outer?.[1], "max"],
+  ];
+  const steps = new Set<number>();
+  for (const [key] of parts) for (const step of (key && series[key]?.step) || []) steps.add(step);
+  const xs = [...steps].sort((a, b) => a - b);
+  const columns = parts.map(([key, field]) => {
+    const s = key ? series[key] : undefined;
+    const at = new Map<number, number>();
+    if (s) s.step.forEach((step, i) => at.set(step, (s[field] as number[])[i] ?? Number.NaN));
+    return xs.map((step) => {
+      const v = at.get(step);
+      return v === undefined ? null : toPlottable(v);
+    });
+  });
+  return [xs, ...columns];
+}
+
+// ------------------------------------------------------------ the layout a project keeps
+
+/** Pinned charts and folded namespaces, remembered per project in this browser. */
+export interface ChartLayout {
+  pinned: string[];
+  folded: string[];
+}
+
+const EMPTY_LAYOUT: ChartLayout = { pinned: [], folded: [] };
+
+function layoutKey(projectId: number): string {
+  return `barrel.chartLayout.${projectId}`;
+}
+
+export function loadLayout(projectId: number): ChartLayout {
+  try {
+    const stored = JSON.parse(globalThis.localStorage?.getItem(layoutKey(projectId)) ?? "null") as Partial<ChartLayout> | null;
+    const strings = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
+    return stored ? { pinned: strings(stored.pinned), folded: strings(stored.folded) } : EMPTY_LAYOUT;
+  } catch {
+    return EMPTY_LAYOUT;
+  }
+}
+
+export function saveLayout(projectId: number, layout: ChartLayout): void {
+  globalThis.localStorage?.setItem(layoutKey(projectId), JSON.stringify(layout));
+}
+
+/** `list` with `item` added at the end, or taken out if present. */
+export function toggled(list: readonly string[], item: string): string[] {
+  return list.includes(item) ? list.filter((x) => x !== item) : [...list, item];
 }
