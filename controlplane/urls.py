@@ -12,7 +12,7 @@ from controlplane.chat.api import (
     RunChatNextView,
     RunChatTokensView,
 )
-from controlplane.checkpoints.api import CheckpointListView, RunResumeView, RunSamplesView
+from controlplane.checkpoints.api import CheckpointListView, RunResumeView, RunSamplesSummaryView, RunSamplesView
 from controlplane.compare.api import CompareStatsView, GroupExportView, RunTableKeysView, RunTableView
 from controlplane.evals.api import (
     BattleDetailView,
@@ -111,6 +111,7 @@ api_v1 = [
     path("metrics/query", MetricsQueryView.as_view()),
     path("compare/stats", CompareStatsView.as_view()),
     path("runs/<id:run_id>/samples", RunSamplesView.as_view()),
+    path("runs/<id:run_id>/samples/summary", RunSamplesSummaryView.as_view()),
     path("runs/<id:run_id>/checkpoints", RunCheckpointsWithScoresView.as_view()),
     path("runs/<id:run_id>/human-eval", RunHumanEvalView.as_view()),
     path("runs/<id:run_id>/artifacts", RunArtifactsView.as_view()),

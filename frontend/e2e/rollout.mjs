@@ -8,9 +8,11 @@
  *
  * BARREL_RUN_ID must be a FAILED run that kept samples and registered checkpoints. Opens the
  * run page, checks that the samples table and the checkpoint registry show them (screenshot
- * rollout.png), clicks "Resume", accepts the confirmation and waits until the page shows the
- * run queued or running again as a second attempt (screenshot resumed.png); then checks that
- * the attempts table of both attempts fits a 1280-px window (screenshot attempts-1280.png).
+ * rollout.png), filters the samples to one step and opens a sample's prompt across steps and
+ * weight versions (screenshot samples-browser.png), clicks "Resume", accepts the confirmation
+ * and waits until the page shows the run queued or running again as a second attempt
+ * (screenshot resumed.png); then checks that the attempts table of both attempts fits a
+ * 1280-px window (screenshot attempts-1280.png).
  */
 import path from "node:path";
 
@@ -51,6 +53,7 @@ async function main() {
     });
     log(`checkpoints shown: ${await checkpointRows.count()}`);
     await page.screenshot({ path: path.join(shots, "rollout.png"), fullPage: true });
+    await browseSamples(page, shots);
 
     const resume = page.locator('[data-testid="resume-run"]');
     const label = (await resume.innerText()).trim();
@@ -99,6 +102,73 @@ async function main() {
   } finally {
     await browser.close();
   }
+}
+
+/**
+ * The sample browser: filter the samples to the first row's step (the URL keeps the view),
+ * then open that sample's prompt across steps and weight versions, oldest step first
+ * (screenshot samples-browser.png), all in a 1280-px window; back to all samples after.
+ * @param {import("playwright-core").Page} page
+ * @param {string} shots
+ */
+async function browseSamples(page, shots) {
+  const viewport = page.viewportSize();
+  await page.setViewportSize({ width: 1280, height: 900 });
+  const panel = page.locator('[data-testid="samples"]');
+  const rows = panel.locator("tbody tr[data-sample]");
+  const step = (await rows.first().locator("td").first().innerText()).trim();
+  await panel.locator('[data-testid="samples-min_step"]').fill(step);
+  await panel.locator('[data-testid="samples-max_step"]').fill(step);
+  await panel.locator('[data-testid="samples-max_step"]').press("Enter");
+  await page
+    .waitForFunction(
+      (wanted) => {
+        const url = new URL(window.location.href);
+        const cells = [...document.querySelectorAll('[data-testid="samples"] tbody tr[data-sample] td:first-child')];
+        return (
+          url.searchParams.get("samples.min_step") === wanted &&
+          cells.length > 0 &&
+          cells.every((cell) => cell.textContent?.trim() === wanted) &&
+          document.querySelector('[data-testid="samples-page"]') !== null
+        );
+      },
+      step,
+      { timeout: 15_000 },
+    )
+    .catch(() => {
+      throw new CheckFailed(`filtering the samples to step ${step} does not show only that step`);
+    });
+  log(`samples of step ${step}: ${await rows.count()} (${(await panel.locator('[data-testid="samples-page"]').innerText()).trim()})`);
+
+  const opened = await rows.first().getAttribute("data-sample");
+  await rows.first().locator('[data-testid="samples-across"]').click();
+  const cards = panel.locator('[data-testid="version-card"]');
+  await cards.first().waitFor({ timeout: 15_000 }).catch(() => {
+    throw new CheckFailed(`"Across versions" of sample ${opened} shows no samples`);
+  });
+  const steps = (await cards.locator(".version-head strong").allInnerTexts()).map((t) => Number(t.replace("step ", "")));
+  if (steps.some((s, i) => i > 0 && s < (steps[i - 1] ?? s))) {
+    throw new CheckFailed(`the prompt's samples are not oldest step first: ${steps.join(", ")}`);
+  }
+  if ((await panel.locator(".version-card.opened").count()) !== 1) {
+    throw new CheckFailed(`the sample the view was opened from (${opened}) is not marked among its prompt's samples`);
+  }
+  if (new URL(page.url()).searchParams.get("samples.prompt") !== opened) {
+    throw new CheckFailed(`the URL does not name the prompt's sample: ${page.url()}`);
+  }
+  log(`same prompt across versions: ${steps.length} samples (steps ${steps.join(", ")})`);
+  await noHorizontalScroll(page);
+  await panel.screenshot({ path: path.join(shots, "samples-browser.png") });
+
+  await panel.locator('[data-testid="samples-back"]').click();
+  await panel.locator('[data-testid="samples-clear"]').click();
+  await page
+    .waitForFunction(() => ![...new URL(window.location.href).searchParams.keys()].some((k) => k.startsWith("samples.")))
+    .catch(() => {
+      throw new CheckFailed(`"Clear filters" leaves the URL at ${page.url()}`);
+    });
+  await rows.first().waitFor({ timeout: 15_000 });
+  if (viewport) await page.setViewportSize(viewport);
 }
 
 runCheck("e2e/rollout.mjs", main);

@@ -213,6 +213,7 @@ ROUTES: dict[tuple[str, str], Call] = {
         RUNS_READ, (200,), "/api/v1/compare/stats", {"metric": "loss", "groups": [{"name": "a", "runs": ["{run}"]}]}
     ),
     ("api/v1/runs/<id:run_id>/samples", "GET"): Call(RUN_READ, (200,), RUN + "/samples"),
+    ("api/v1/runs/<id:run_id>/samples/summary", "GET"): Call(RUN_READ, (200,), RUN + "/samples/summary"),
     ("api/v1/runs/<id:run_id>/samples", "POST"): Call(
         RUN_WRITE, (201,), RUN + "/samples", {"samples": [{"step": 1, "prompt": "1+1=", "response": "2"}]}, fresh=True
     ),

@@ -345,7 +345,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A run group's metric series as CSV, every raw point */
+        /** A run group's metric points or per-run summaries, as CSV or Parquet */
         get: operations["groups_export_retrieve"];
         put?: never;
         post?: never;
@@ -720,11 +720,31 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Rollout samples of a run, newest step first */
+        /**
+         * Rollout samples of a run, filtered and ordered (newest step first by default)
+         * @description Each filter narrows the others. A bad value is refused with a 400 naming its parameter, never ignored.
+         */
         get: operations["runs_samples_list"];
         put?: never;
         /** Add rollout samples (at most 512 per request) */
         post: operations["runs_samples_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/{run_id}/samples/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The ranges of a run's rollout samples (steps, rewards, response lengths) */
+        get: operations["runs_samples_summary_retrieve"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2748,6 +2768,22 @@ export interface components {
             weight_version?: number | null;
             extra?: unknown;
         };
+        SampleSummary: {
+            /** @description Samples the run kept */
+            count: number;
+            min_step: number | null;
+            max_step: number | null;
+            /** @description Of the finite rewards */
+            min_reward: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Of the finite rewards */
+            max_reward: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Response length */
+            min_tokens: number | null;
+            /** @description Response length */
+            max_tokens: number | null;
+            /** @description Distinct weight versions */
+            weight_versions: number;
+        };
         SamplesCreated: {
             created: number;
         };
@@ -4205,8 +4241,12 @@ export interface operations {
     groups_export_retrieve: {
         parameters: {
             query?: {
+                /** @description csv (default) or parquet */
+                format?: "csv" | "parquet";
                 /** @description Comma-separated metric keys (at most 100); all when omitted */
                 keys?: string;
+                /** @description points (default): every raw point; summaries: a row per run and key (count, first and last step, last, final, max, min, auc) */
+                table?: "points" | "summaries";
             };
             header?: never;
             path: {
@@ -4216,13 +4256,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description run, run_name, one column per grid field of the sweep, key, step, value; a row per raw point, by run, key and step. Non-finite values as NaN, Infinity, -Infinity. */
+            /** @description run, run_name, one column per grid field of the sweep, then key, step, value (points: a row per raw point, by run, key and step) or key and the summaries. Non-finite values as NaN, Infinity, -Infinity. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "text/csv": string;
+                    "application/vnd.apache.parquet": string;
                 };
             };
             /** @description Invalid input, named by field. */
@@ -5670,12 +5711,26 @@ export interface operations {
             query?: {
                 /** @description Number of results to return per page. */
                 limit?: number;
-                /** @description Only samples with at most this reward */
+                /** @description Only samples with at most this reward (finite) */
                 max_reward?: number;
-                /** @description Only samples with at least this reward */
+                /** @description Only samples of this step or earlier */
+                max_step?: number;
+                /** @description Only responses of at most this many tokens */
+                max_tokens?: number;
+                /** @description Only samples with at least this reward (finite; NaN never matches) */
                 min_reward?: number;
+                /** @description Only samples of this step or later */
+                min_step?: number;
+                /** @description Only responses of at least this many tokens */
+                min_tokens?: number;
                 /** @description The initial index from which to return the results. */
                 offset?: number;
+                /** @description -step (default: newest step first), step, reward, -reward, tokens or -tokens (response length); samples without a reward or length last */
+                order?: "-step" | "step" | "reward" | "-reward" | "tokens" | "-tokens";
+                /** @description Only samples with the same prompt as this sample of the run, across steps and weight versions (404 when the run has no such sample) */
+                prompt_of?: number;
+                /** @description Only samples whose prompt or response contains this text (case-insensitive) */
+                q?: string;
                 /** @description Only this step */
                 step?: number;
             };
@@ -5767,6 +5822,54 @@ export interface operations {
             };
             /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_samples_summary_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SampleSummary"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

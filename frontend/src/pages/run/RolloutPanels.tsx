@@ -1,61 +1,17 @@
 import { useState } from "react";
 import { Link } from "react-router";
 
-import { useCheckpoints, useResumeRun, useSamples } from "../../api/hooks";
-import type { Checkpoint, RunDetail, Sample } from "../../api/types";
+import { useCheckpoints, useResumeRun } from "../../api/hooks";
+import type { Checkpoint, RunDetail } from "../../api/types";
 import { ErrorBox } from "../../components/ErrorBox";
 import { formatDateTime } from "../../format";
 import { finite } from "./human";
-import { checkpointMetric, formatReward, samplesByStep } from "./samples";
+import { SampleBrowser } from "./SampleBrowser";
+import { checkpointMetric, formatReward } from "./samples";
 
-/** What the policy actually said, and what the reward made of it: the newest steps first. */
+/** What the policy actually said, and what the reward made of it: a browser of the run's samples. */
 export function SamplesPanel({ runId }: { runId: number }) {
-  const samples = useSamples(runId);
-  if (samples.isPending) return null;
-  if (samples.isError) return <ErrorBox error={samples.error} title="Cannot load rollout samples" />;
-  if (samples.data.results.length === 0) return null;
-  const steps = samplesByStep(samples.data.results);
-  return (
-    <details className="panel" open data-testid="samples">
-      <summary>
-        Rollout samples ({samples.data.count} kept; newest {steps.length} steps)
-      </summary>
-      <table className="table samples">
-        <thead>
-          <tr>
-            <th className="num">step</th>
-            <th>prompt</th>
-            <th>response</th>
-            <th className="num">reward</th>
-            <th className="num">tokens</th>
-            <th className="num">version</th>
-          </tr>
-        </thead>
-        <tbody>
-          {steps.flatMap(({ step, samples: rows }) =>
-            rows.map((s: Sample, i: number) => (
-              <tr key={s.id} className={i === 0 ? "step-start" : undefined}>
-                <td className="num">{i === 0 ? step : ""}</td>
-                <td>
-                  <code className="sample-text">{s.prompt}</code>
-                </td>
-                <td>
-                  {s.response ? (
-                    <code className="sample-text">{s.response}</code>
-                  ) : (
-                    <span className="muted">(empty: end of sequence at once)</span>
-                  )}
-                </td>
-                <td className="num">{formatReward(s.reward)}</td>
-                <td className="num">{s.response_tokens ?? "–"}</td>
-                <td className="num">{s.weight_version ?? "–"}</td>
-              </tr>
-            )),
-          )}
-        </tbody>
-      </table>
-    </details>
-  );
+  return <SampleBrowser runId={runId} />;
 }
 
 /** The checkpoint registry of one run, and resume for a run that stopped early. */

@@ -2,36 +2,8 @@ import { QueryClient, QueryObserver } from "@tanstack/react-query";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
 import { queryKeys } from "../../api/queryKeys";
-import type { Sample } from "../../api/types";
 import { applyRunMessage } from "./live";
-import { checkpointMetric, formatReward, SAMPLES_REFRESH_MS, samplesByStep } from "./samples";
-
-function sample(id: number, step: number, reward: number | null = 1): Sample {
-  return {
-    id,
-    step,
-    prompt: "1+2=",
-    response: "3",
-    reward,
-    prompt_tokens: 5,
-    response_tokens: 2,
-    weight_version: step,
-    extra: {},
-    created_at: "2026-11-30T10:00:00Z",
-  };
-}
-
-describe("samplesByStep", () => {
-  it("groups by step, newest step first, keeping the job's order within a step", () => {
-    const grouped = samplesByStep([sample(3, 1), sample(1, 0), sample(5, 2), sample(4, 1)]);
-    expect(grouped.map((g) => g.step)).toEqual([2, 1, 0]);
-    expect(grouped[1]?.samples.map((s) => s.id)).toEqual([3, 4]);
-  });
-
-  it("returns nothing for no samples", () => {
-    expect(samplesByStep([])).toEqual([]);
-  });
-});
+import { checkpointMetric, formatReward, SAMPLES_REFRESH_MS } from "./samples";
 
 describe("formatReward", () => {
   it("shows integers plainly, fractions to three places, and non-finite strings as sent", () => {

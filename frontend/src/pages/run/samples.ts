@@ -1,7 +1,6 @@
 import type { QueryClient } from "@tanstack/react-query";
 
 import { queryKeys } from "../../api/queryKeys";
-import type { Sample } from "../../api/types";
 
 /**
  * The samples panel refetches at most this often. A job posts samples every step (about a
@@ -48,24 +47,6 @@ export function refreshSamplesSoon(queryClient: QueryClient, runId: number): voi
   const wait = state.last + SAMPLES_REFRESH_MS - Date.now();
   if (wait <= 0) refresh();
   else state.timer = setTimeout(refresh, wait);
-}
-
-export interface StepSamples {
-  step: number;
-  samples: Sample[];
-}
-
-/** Samples grouped by step, newest step first, in the order the job kept them. */
-export function samplesByStep(samples: readonly Sample[]): StepSamples[] {
-  const byStep = new Map<number, Sample[]>();
-  for (const s of samples) {
-    const rows = byStep.get(s.step);
-    if (rows) rows.push(s);
-    else byStep.set(s.step, [s]);
-  }
-  return [...byStep.entries()]
-    .sort(([a], [b]) => b - a)
-    .map(([step, rows]) => ({ step, samples: [...rows].sort((x, y) => x.id - y.id) }));
 }
 
 /** One value of a checkpoint's `metrics` (a JSON object the job chose), or undefined. */
