@@ -143,7 +143,8 @@ def exact_mean(vals: list[float]) -> float:
 def brute_force(values: dict[int, float], max_points: int, start: int = 0, end: int = 2**63 - 1):
     """The bucket contract of GET /runs/{id}/metrics, computed from every raw point: raw points
     when they fit; else buckets of width 8**l * g steps (8**l the widest power of 8 not above
-    the narrowest fitting width) anchored at the 8**l-aligned bucket holding the first point."""
+    the narrowest fitting width, or the next one up where g would be 4 or more) anchored at the
+    8**l-aligned bucket holding the first point."""
     steps = sorted(s for s in values if start <= s <= end)
     if len(steps) <= max_points:
         return [(s, values[s], values[s], values[s], values[s]) for s in steps]
@@ -153,6 +154,11 @@ def brute_force(values: dict[int, float], max_points: int, start: int = 0, end: 
     width = 8**level
     origin = first // width
     group = (last // width - origin) // max_points + 1
+    if group >= 4 and level < 20:
+        level += 1
+        width = 8**level
+        origin = first // width
+        group = (last // width - origin) // max_points + 1
     buckets: dict[int, list[int]] = {}
     for s in steps:
         buckets.setdefault((s // width - origin) // group, []).append(s)
