@@ -54,11 +54,23 @@ export function noPageErrors(errors) {
  * @param {import("playwright-core").Page} page
  */
 export async function noHorizontalScroll(page) {
-  const { scroll, client } = await page.evaluate(() => ({
-    scroll: document.documentElement.scrollWidth,
-    client: document.documentElement.clientWidth,
-  }));
-  if (scroll > client) throw new CheckFailed(`the page is ${scroll} px wide in a ${client}-px window`);
+  const { scroll, client, culprit } = await page.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    // The outermost element that reaches past the window: what to fix.
+    let culprit = "";
+    for (const el of document.querySelectorAll("body *")) {
+      if (el.getBoundingClientRect().right > width + 1) {
+        const id = el.closest("[data-testid]")?.getAttribute("data-testid");
+        const classes = typeof el.className === "string" && el.className ? `.${el.className.split(" ").join(".")}` : "";
+        culprit = `${el.tagName.toLowerCase()}${classes}${id ? ` in [data-testid=${id}]` : ""}`;
+        break;
+      }
+    }
+    return { scroll: document.documentElement.scrollWidth, client: width, culprit };
+  });
+  if (scroll > client) {
+    throw new CheckFailed(`the page is ${scroll} px wide in a ${client}-px window${culprit ? ` (first too wide: ${culprit})` : ""}`);
+  }
 }
 
 /** Headless Debian Chromium with one page; browser errors are collected for the failure report. */

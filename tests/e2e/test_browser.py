@@ -79,6 +79,7 @@ def test_a_person_reads_rollout_samples_and_resumes_a_failed_run_from_a_checkpoi
     result = browser_check(live, "e2e/rollout.mjs", run["id"])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (SHOTS / "rollout.png").exists() and (SHOTS / "resumed.png").exists()
+    assert (SHOTS / "samples-browser.png").exists()
     assert (SHOTS / "attempts-1280.png").exists()
     resumed = live.wait(run["id"], TERMINAL, timeout=300)
     assert resumed["status"] == "SUCCEEDED" and len(resumed["attempts"]) == 2

@@ -72,8 +72,8 @@ export function CheckpointsPanel({ run }: { run: RunDetail }) {
               <td className="num">{c.weight_version ?? "–"}</td>
               <td className="num">{formatReward(checkpointMetric(c.metrics, "reward/mean"))}</td>
               <td className="num">{formatHuman(c)}</td>
-              <td>
-                <code className="wrap">{c.uri}</code>
+              <td className="uri-cell">
+                <code>{c.uri}</code>
               </td>
               <td className="num">{formatDateTime(c.created_at)}</td>
               <td>
