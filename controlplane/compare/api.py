@@ -345,6 +345,8 @@ class GroupExportView(APIView):
 # ---------------------------------------------------------------- the runs table
 
 MAX_TABLE_METRICS = 10
+# A metric key as the schema states it (ingest's KEY_RE, ASCII word characters).
+_KEY_PATTERN = f"[A-Za-z0-9_./\\- @:]{{1,{MAX_KEY_LEN}}}"
 MAX_SPARK = 100
 MAX_TABLE_KEYS = 500
 
@@ -352,10 +354,12 @@ MAX_TABLE_KEYS = 500
 class RunTableQuery(RunListQuerySerializer):
     """GET /runs' filters, a sort that may name a metric, and the metric columns."""
 
-    sort = serializers.CharField(required=False, max_length=MAX_KEY_LEN + 20)  # type: ignore[assignment]
+    sort = serializers.CharField(required=False, allow_blank=True, max_length=MAX_KEY_LEN + 20)  # type: ignore[assignment]
     metrics = serializers.CharField(required=False, allow_blank=True, max_length=MAX_TABLE_METRICS * (MAX_KEY_LEN + 1))
 
     def validate_sort(self, sort: str) -> str:
+        if not sort:
+            return "-created_at"  # empty: the default order, as for any other empty filter
         field = sort.removeprefix("-")
         if field in RUN_SORTS or (field.startswith(METRIC_SORT) and KEY_RE.fullmatch(field[len(METRIC_SORT) :])):
             return sort
@@ -403,7 +407,7 @@ _TABLE_PARAMETERS = [
     *(p for p in RUN_LIST_PARAMETERS if p.name != "sort"),
     OpenApiParameter(
         "sort",
-        str,
+        {"type": "string", "pattern": f"^(-?({'|'.join(RUN_SORTS)}|metric:{_KEY_PATTERN}))?$"},
         description=f"A field ({', '.join(RUN_SORTS)}) or metric:<key> (its latest value), - first for descending; "
         "runs without the value last. Default -created_at.",
     ),
@@ -420,7 +424,9 @@ class RunTableView(APIView):
         parameters=[
             *_TABLE_PARAMETERS,
             OpenApiParameter(
-                "metrics", str, description=f"Comma-separated metric keys (at most {MAX_TABLE_METRICS}) to show"
+                "metrics",
+                {"type": "string", "pattern": f"^({_KEY_PATTERN}(,{_KEY_PATTERN}){{0,{MAX_TABLE_METRICS - 1}}})?$"},
+                description=f"Comma-separated metric keys (at most {MAX_TABLE_METRICS}) to show",
             ),
             OpenApiParameter(
                 "spark",

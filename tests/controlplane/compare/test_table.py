@@ -149,3 +149,11 @@ def test_bad_parameters_are_refused_naming_them(owner: Persona, params: dict[str
     assert field in response.json()["fields"], response.json()
     if field in ("sort", "group", "q"):
         assert owner.client.get("/api/v1/runs", params).status_code == 400
+
+
+def test_an_empty_sort_is_the_default_order(owner: Persona, project: Project) -> None:
+    older = make_run(owner, project, "older")
+    newer = make_run(owner, project, "newer")
+    for path in (TABLE, f"{TABLE}/keys"):
+        assert owner.client.get(path, {"sort": ""}).status_code == 200
+    assert ids(table(owner, sort="")) == [newer.id, older.id]

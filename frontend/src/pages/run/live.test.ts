@@ -115,8 +115,12 @@ describe("applyRunMessage", () => {
       results: [summary(6, "QUEUED"), summary(5, "RUNNING")],
     });
     const untouched = qc.getQueryData<RunPage>(listKey)?.results[0];
+    // An entry under ["runs"] that holds no runs (the runs table's metric keys) is left alone.
+    const keysKey = [...queryKeys.runLists, "table-keys", {}];
+    qc.setQueryData(keysKey, { keys: [{ key: "loss", runs: 1 }] });
 
     applyRunMessage(qc, 5, { type: "run.status", run: { ...summary(5, "FAILED"), failure_reason: "OOM" } });
+    expect(qc.getQueryData(keysKey)).toEqual({ keys: [{ key: "loss", runs: 1 }] });
 
     const run = qc.getQueryData<RunDetail>(queryKeys.runDetail(5));
     expect(run?.status).toBe("FAILED");

@@ -47,7 +47,8 @@ function patchRunSummary(queryClient: QueryClient, run: RunSummary): void {
     void queryClient.invalidateQueries({ queryKey: detailKey, exact: true });
   }
   queryClient.setQueriesData<RunPage>({ queryKey: queryKeys.runLists }, (page) => {
-    if (!page || !page.results.some((r) => r.id === run.id)) return page;
+    // Other entries under ["runs"] (the runs table's key list) hold no runs.
+    if (!page || !Array.isArray(page.results) || !page.results.some((r) => r.id === run.id)) return page;
     return { ...page, results: page.results.map((r) => (r.id === run.id ? { ...r, ...run } : r)) };
   });
 }
