@@ -1,15 +1,19 @@
 """Next-battle latency with many voters asking at once, through the web server:
 
     .venv/bin/python -m benchmarks.battles [--items 50] [--votes 20000] [--voters 20] [--prompts 200]
-        [--bursts 10] [--gap-s 3] [--web-workers 1] [--database-url ...] [--redis-url ...]
+        [--bursts 10] [--gap-s 3] [--web-workers 1] [--modes prepared,reserved]
+        [--database-url ...] [--redis-url ...]
 
-Two stacks side by side (web server with `--web-workers` processes, Celery worker and beat; no
-Ray), each with the same OPEN eval of `--items` candidates and `--votes` votes from `--voters`
-voters (written straight into its database, as benchmarks/ranking_live.py writes it), differing
-in one setting:
+Stacks side by side (`--modes`, the first two by default; web server with `--web-workers` processes,
+Celery worker and beat; no Ray), each with the same OPEN eval of `--items` candidates and
+`--votes` votes from `--voters` voters (written straight into its database, as
+benchmarks/ranking_live.py writes it), differing in their settings:
 
-- reserved: each voter's next battle is drawn by a Celery task while they read the one shown,
-  and battles/next hands it out (BARREL_EVALS_RESERVE_NEXT=1, the default);
+- prepared: each voter's next battle is drawn by a Celery task while they read the one shown,
+  which also writes the body battles/next returns into Redis; battles/next takes it and marks
+  the reservation shown with one conditional UPDATE (BARREL_EVALS_NEXT_PREPARED=1, the default);
+- reserved: the same reservation, but battles/next reads it and builds its body from the
+  database (BARREL_EVALS_NEXT_PREPARED=0, the behaviour before prepared bodies);
 - in-line: every battles/next draws the battle itself (=0, the behaviour before reservations),
   reading the pair priority from the cached ranking as both do.
 
@@ -17,7 +21,7 @@ Then `--bursts` times, for each stack in turn (alternating which goes first, sin
 shared): all voters ask for their next battle at the same moment (a barrier), each over its own
 connection, and then vote on it, and read for `--gap-s` before the next burst; the refresh task
 runs after each vote as in production. The first burst finds nothing reserved: each voter's
-first battle is drawn in-line on both stacks, so it is reported apart from the later bursts.
+first battle is drawn in-line on every stack, so it is reported apart from the later bursts.
 Then, one stack at a time, voters at their own pace: each reads its battle for a random time
 (mean `--think-s`) before asking again, `--asks` times. Printed: per stack and phase, the
 median, p90 and p99 of the battles/next round trips and their largest (and in bursts the median
@@ -41,7 +45,8 @@ import httpx
 from benchmarks.common import Place, add_place_options, bench_stack, median, pct
 from controlplane.devstack import Stack
 
-MODES = {"reserved": "1", "in-line": "0"}
+# Each stack's settings: BARREL_EVALS_RESERVE_NEXT, BARREL_EVALS_NEXT_PREPARED.
+MODES = {"prepared": ("1", "1"), "reserved": ("1", "0"), "in-line": ("0", "0")}
 
 
 def seed(items: int, votes: int, voters: int, prompts: int) -> dict[str, Any]:
@@ -138,7 +143,7 @@ def steady(url: str, eval_id: int, clients: list[httpx.Client], think_s: float, 
 
 def summary(name: str, t: list[float]) -> str:
     return (
-        f"{name:>7}: median {median(t) * 1000:6.0f} ms, p90 {pct(t, 0.9) * 1000:6.0f} ms, "
+        f"{name:>8}: median {median(t) * 1000:6.0f} ms, p90 {pct(t, 0.9) * 1000:6.0f} ms, "
         f"p99 {pct(t, 0.99) * 1000:6.0f} ms, max {max(t) * 1000:6.0f} ms (n={len(t)})"
     )
 
@@ -156,6 +161,7 @@ def main() -> None:
     parser.add_argument(
         "--gap-s", type=float, default=3.0, help="seconds after each burst: the voters read before they all ask again"
     )
+    parser.add_argument("--modes", default="prepared,reserved", help="the stacks to compare, of " + ", ".join(MODES))
     parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)  # inside a stack's environment
     add_place_options(parser)
     args = parser.parse_args()
@@ -163,11 +169,16 @@ def main() -> None:
         print(json.dumps(seed(args.items, args.votes, args.voters, args.prompts)))
         return
 
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        parser.error(f"--modes: a comma-separated choice of {', '.join(MODES)}")
     place = Place.of(args)
     stacks: dict[str, Stack] = {}
     try:
-        for n, (mode, reserve) in enumerate(MODES.items()):
-            env = {"BARREL_EVALS_RESERVE_NEXT": reserve, "BARREL_WEB_WORKERS": str(args.web_workers)}
+        for n, mode in enumerate(modes):
+            reserve, prepared = MODES[mode]
+            env = {"BARREL_EVALS_RESERVE_NEXT": reserve, "BARREL_EVALS_NEXT_PREPARED": prepared,
+                   "BARREL_WEB_WORKERS": str(args.web_workers)}  # fmt: skip
             stacks[mode] = bench_stack(place, with_ray=False, suffix=f"bench_battles_{mode.replace('-', '_')}",
                                        own_redis=n > 0, env=env)  # fmt: skip
         worlds = {mode: seeded(stack, args) for mode, stack in stacks.items()}
@@ -180,31 +191,32 @@ def main() -> None:
             mode: [httpx.Client(headers={"Authorization": f"Bearer {t}"}, timeout=120) for t in world["tokens"]]
             for mode, world in worlds.items()
         }
-        times: dict[str, list[float]] = {mode: [] for mode in MODES}
-        slowest: dict[str, list[float]] = {mode: [] for mode in MODES}
+        times: dict[str, list[float]] = {mode: [] for mode in modes}
+        slowest: dict[str, list[float]] = {mode: [] for mode in modes}
         for b in range(args.bursts):
-            for mode in list(MODES)[:: 1 if b % 2 == 0 else -1]:
+            for mode in modes[:: 1 if b % 2 == 0 else -1]:
                 got = burst(stacks[mode].url, worlds[mode]["eval"], clients[mode])
                 times[mode] += got
                 slowest[mode].append(max(got))
                 time.sleep(args.gap_s)
-            print(f"burst {b + 1}: " + ", ".join(f"{m} slowest {slowest[m][-1] * 1000:.0f} ms" for m in MODES))
-        voters = len(worlds["reserved"]["tokens"])
+            print(f"burst {b + 1}: " + ", ".join(f"{m} slowest {slowest[m][-1] * 1000:.0f} ms" for m in modes))
+        voters = len(worlds[modes[0]]["tokens"])
         print("all voters asking at the same moment, the first burst (nothing reserved yet):")
-        for mode in MODES:
+        for mode in modes:
             print(summary(mode, times[mode][:voters]))
         print("all voters asking at the same moment, later bursts:")
-        for mode in MODES:
+        for mode in modes:
             later = times[mode][voters:]
             print(summary(mode, later) + f"; median slowest of a burst {median(slowest[mode][1:]) * 1000:.0f} ms")
-        ratio = pct(times["in-line"][voters:], 0.99) / pct(times["reserved"][voters:], 0.99)
-        print(f"p99 in-line / reserved, later bursts: {ratio:.1f}x")
+        for mode in modes[1:]:
+            ratio = pct(times[mode][voters:], 0.99) / pct(times[modes[0]][voters:], 0.99)
+            print(f"p99 {mode} / {modes[0]}, later bursts: {ratio:.1f}x")
         print(f"voters at their own pace (reading {args.think_s:g} s on average between asks), one stack at a time:")
         paced = {
             mode: steady(stacks[mode].url, worlds[mode]["eval"], clients[mode], args.think_s, args.asks)
-            for mode in MODES
+            for mode in modes
         }
-        for mode in MODES:
+        for mode in modes:
             print(summary(mode, paced[mode]))
     finally:
         for stack in stacks.values():

@@ -123,6 +123,10 @@ EVALS_PRIORITY_STALE_VOTES = env_int("BARREL_EVALS_PRIORITY_STALE_VOTES", 200)
 # so battles/next only hands it out; off, every battles/next draws in-line (about 40 ms at 50
 # candidates and 20,000 votes, and 20 voters asking at once wait on each other: benchmarks/battles.py).
 EVALS_RESERVE_NEXT = env_bool("BARREL_EVALS_RESERVE_NEXT", True)
+# With reservations on, the reservation task also writes the body battles/next returns into
+# Redis (evals/prepared.py), and battles/next hands it out with one conditional UPDATE; off, it
+# reads and builds the reserved battle from the database (benchmarks/battles.py: both).
+EVALS_NEXT_PREPARED = env_bool("BARREL_EVALS_NEXT_PREPARED", True)
 # How often replies owed by chat servers that ended are settled (reads of a chat settle it too).
 CHAT_SETTLE_INTERVAL_S = env_float("BARREL_CHAT_SETTLE_INTERVAL_S", 5.0)
 # The config of a chat server the control plane starts (workers/recipes/chat/config.py), less

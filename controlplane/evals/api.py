@@ -16,6 +16,7 @@ from controlplane.checkpoints.models import Checkpoint
 from controlplane.evals import battles, services
 from controlplane.evals.human import RunHumanEval, run_human_eval
 from controlplane.evals.models import Battle, Candidate, Eval, EvalSet, EvalStatus, Generation, Serving, Vote
+from controlplane.evals.prepared import battle_body, body_take, sides
 from controlplane.evals.refresh import ranking_body, ranking_cached
 from controlplane.evals.selectors import (
     battles_visible_to,
@@ -88,27 +89,9 @@ def _served(request: Request, battle_id: uuid.UUID) -> Serving:
     raise ApiError("Battle not found.", code="not_found", status_code=404)
 
 
-def _sides(serving: Serving) -> tuple[Generation, Generation]:
-    """The battle's generations as this voter sees them: (A, B)."""
-    battle = serving.battle
-    return (battle.generation_b, battle.generation_a) if serving.swapped else (battle.generation_a, battle.generation_b)
-
-
-def _battle_body(serving: Serving) -> dict[str, Any]:
-    battle = serving.battle
-    shown_a, shown_b = _sides(serving)
-    return {
-        "battle": battle.id,
-        "prompt": {"text": battle.prompt.text, "reference": battle.prompt.reference},
-        "a": shown_a.text,
-        "b": shown_b.text,
-        "guidelines": battle.eval.eval_set.guidelines,
-    }
-
-
 def _reveal(serving: Serving) -> dict[str, Any]:
     candidates = {c.id: c for c in Candidate.objects.filter(eval_id=serving.battle.eval_id)}
-    shown = _sides(serving)
+    shown = sides(serving)
 
     def side(generation: Generation) -> dict[str, Any]:
         candidate = candidates[generation.candidate_id]
@@ -254,6 +237,11 @@ class BattleNextView(APIView):
         "until you voted. 409 unless the eval is OPEN.",
     )
     def post(self, request: Request, eval_id: int) -> Response:
+        # The reservation's body prepared in Redis (prepared.py): no eval to read, no body to build.
+        body = body_take(eval_id=eval_id, voter=request.user)
+        if body is not None:
+            battles.battle_shown(eval_id=eval_id, voter=request.user)
+            return Response(body)
         evaluation = _eval(request, eval_id, lean=True)
         _check_may_vote(request.user, evaluation)
         serving = battles.battle_next(voter=request.user, evaluation=evaluation)
@@ -264,7 +252,7 @@ class BattleNextView(APIView):
             id=serving.battle_id
         )
         serving.battle.eval = evaluation
-        return Response(_battle_body(serving))
+        return Response(battle_body(serving))
 
 
 class BattleDetailView(APIView):
@@ -272,7 +260,7 @@ class BattleDetailView(APIView):
     def get(self, request: Request, battle_id: uuid.UUID) -> Response:
         serving = _served(request, battle_id)
         vote = Vote.objects.filter(battle_id=battle_id, voter=serving.voter_id).first()
-        body = {**_battle_body(serving), "vote": None, "reveal": None}
+        body = {**battle_body(serving), "vote": None, "reveal": None}
         if vote is not None:
             body.update(vote=_vote_body(serving, vote), reveal=_reveal(serving))
         return Response(body)

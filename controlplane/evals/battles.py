@@ -59,9 +59,15 @@ def battle_next(*, voter: Any, evaluation: Eval) -> Serving | None:
     if serving is None:
         with transaction.atomic():
             serving = serving_draw(evaluation=evaluation, voter=voter, shown=True)
-    if serving is not None and settings.EVALS_RESERVE_NEXT:
-        battle_prepare_on_commit(evaluation.id, voter.pk)
+    if serving is not None:
+        battle_shown(eval_id=evaluation.id, voter=voter)
     return serving
+
+
+def battle_shown(*, eval_id: int, voter: Any) -> None:
+    """A battle was just shown to the voter: reserve the one after it once this commits."""
+    if settings.EVALS_RESERVE_NEXT:
+        battle_prepare_on_commit(eval_id, voter.pk)
 
 
 def vote_cast(*, voter: Any, serving: Serving, choice: str, comment: str = "") -> Vote:

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from controlplane.evals import stats
 from controlplane.evals.models import Battle, Candidate, Eval, EvalStatus, Generation, RankingSnapshot, Serving, Vote
+from controlplane.evals.prepared import body_store
 from controlplane.evals.ranking import EvalRanking
 from controlplane.evals.selectors import eval_vote_arrays
 
@@ -203,4 +204,8 @@ def battle_prepare(*, eval_id: int, voter_id: int) -> bool:
         reserved = Serving.objects.filter(voter_id=voter_id, battle__eval_id=eval_id, served_at__isnull=True)
         if reserved.exists():
             return False
-        return serving_draw(evaluation=evaluation, voter=voter_id, shown=False) is not None
+        serving = serving_draw(evaluation=evaluation, voter=voter_id, shown=False)
+    if serving is None:
+        return False
+    body_store(serving)  # committed: battles/next may hand it out from Redis from now on
+    return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import secrets
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -25,6 +26,7 @@ from controlplane.evals.models import (
     EvalStatus,
     Generation,
 )
+from controlplane.evals.prepared import bodies_drop
 from controlplane.runs.models import Run, RunStatus
 from controlplane.runs.services import project_resolve, run_submit
 from controlplane.teams.models import Role, Team
@@ -224,6 +226,7 @@ def eval_close(*, evaluation: Eval) -> Eval:
             status_code=409,
         )
     eval_status_on_commit(evaluation.id)
+    transaction.on_commit(partial(bodies_drop, evaluation.id), robust=True)
     evaluation.refresh_from_db()
     return evaluation
 

@@ -1,0 +1,131 @@
+"""A voter's reserved next battle, its battles/next body prepared ahead in Redis.
+
+The reservation task (pick.battle_prepare) writes the exact body battles/next returns for the
+reserved serving; battles/next then costs the caller's authentication, one Redis round trip
+(take the body, so no two requests hand it out) and one conditional UPDATE that marks the
+serving shown only while it is still this voter's unshown reservation, its eval OPEN and the
+voter allowed to vote there. Whatever fails that condition (taken by an in-line draw, eval
+closed, voter removed or made a viewer who may not vote, battle gone with its eval) serves
+nothing from here: the request goes the ordinary way, which answers as it always did.
+
+Blindness: the body is the one battles/next returns in any case (battle id, prompt, the two
+texts in this voter's order, guidelines), stored where no voter reads. The serving's id, the
+only other thing stored, never leaves the server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db.models import Exists, OuterRef, Q
+from django.db.models.functions import Now
+
+from controlplane.evals.models import Battle, EvalStatus, Generation, Serving
+from controlplane.teams.models import Membership, Role
+
+logger = logging.getLogger(__name__)
+
+# A reservation no one asks for again is forgotten after a day (the serving row stays and the
+# ordinary path hands it out).
+TTL_S = 24 * 3600
+
+_clients: dict[str, redis.Redis] = {}
+
+
+def _redis() -> redis.Redis:
+    url = settings.REDIS_URL
+    client = _clients.get(url)
+    if client is None:
+        client = _clients[url] = redis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
+    return client
+
+
+def key(eval_id: int) -> str:
+    """One hash per eval, a field per voter: closing the eval drops them all at once."""
+    return f"barrel:evals:next:{eval_id}"
+
+
+def sides(serving: Serving) -> tuple[Generation, Generation]:
+    """The battle's generations as this voter sees them: (A, B)."""
+    battle = serving.battle
+    return (battle.generation_b, battle.generation_a) if serving.swapped else (battle.generation_a, battle.generation_b)
+
+
+def battle_body(serving: Serving) -> dict[str, Any]:
+    """A battle as its voter is shown it: nothing that names a candidate, run or step."""
+    battle = serving.battle
+    shown_a, shown_b = sides(serving)
+    return {
+        "battle": battle.id,
+        "prompt": {"text": battle.prompt.text, "reference": battle.prompt.reference},
+        "a": shown_a.text,
+        "b": shown_b.text,
+        "guidelines": battle.eval.eval_set.guidelines,
+    }
+
+
+def body_store(serving: Serving) -> None:
+    """Prepare the body of a reservation just committed. Best effort: without it, battles/next
+    hands the reservation out the ordinary way."""
+    if not settings.EVALS_NEXT_PREPARED:
+        return
+    battle = Battle.objects.select_related("prompt", "generation_a", "generation_b", "eval__eval_set").get(
+        id=serving.battle_id
+    )
+    serving.battle = battle
+    body = {**battle_body(serving), "battle": str(battle.id)}
+    value = json.dumps({"serving": serving.id, "body": body})
+    try:
+        with _redis().pipeline(transaction=True) as pipe:
+            pipe.hset(key(battle.eval_id), str(serving.voter_id), value)
+            pipe.expire(key(battle.eval_id), TTL_S)
+            pipe.execute()
+    except redis.exceptions.RedisError as exc:
+        logger.warning("battle body of serving %s not prepared: %s", serving.id, exc)
+
+
+def body_take(*, eval_id: int, voter: Any) -> dict[str, Any] | None:
+    """The prepared body of the voter's reserved battle, marked shown now; None when there is
+    none to hand out (the caller then goes the ordinary way)."""
+    if not settings.EVALS_NEXT_PREPARED:
+        return None
+    try:
+        with _redis().pipeline(transaction=True) as pipe:
+            pipe.hget(key(eval_id), str(voter.pk))
+            pipe.hdel(key(eval_id), str(voter.pk))
+            raw, _ = pipe.execute()
+    except redis.exceptions.RedisError as exc:
+        logger.warning("prepared battle of eval %s not read: %s", eval_id, exc)
+        return None
+    if raw is None:
+        return None
+    stored = json.loads(raw)
+    may_vote = Membership.objects.filter(team_id=OuterRef("battle__eval__project__team_id"), user_id=voter.pk).filter(
+        ~Q(role=Role.VIEWER) | Q(team__viewers_may_vote=True)
+    )
+    claimed = (
+        Serving.objects.filter(
+            id=stored["serving"],
+            battle_id=stored["body"]["battle"],  # a uuid4: a body outlived by its row matches no other
+            voter_id=voter.pk,
+            served_at__isnull=True,
+            battle__eval_id=eval_id,
+            battle__eval__status=EvalStatus.OPEN,
+        )
+        .filter(Exists(may_vote))
+        .update(served_at=Now())
+    )
+    return dict(stored["body"]) if claimed else None
+
+
+def bodies_drop(eval_id: int) -> None:
+    """Forget every prepared body of an eval (it closed). Best effort: a body left behind is
+    never handed out, since its eval is no longer OPEN."""
+    try:
+        _redis().delete(key(eval_id))
+    except redis.exceptions.RedisError as exc:
+        logger.warning("prepared battles of eval %s not dropped: %s", eval_id, exc)

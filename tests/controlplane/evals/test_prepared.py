@@ -1,0 +1,135 @@
+"""battles/next hands a reservation out from the body the reservation task prepared in Redis
+(evals/prepared.py): the same body the ordinary path returns, blind, taken once, and never once
+the reservation is no longer the voter's to see: taken another way, voted on, the eval closed,
+the voter gone from the team or a viewer who may not vote."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from controlplane.evals.models import Candidate, Serving
+from controlplane.evals.prepared import key
+from controlplane.teams.models import Membership, Role
+from tests.conftest import Persona
+from tests.controlplane.evals.conftest import LABELS, OpenEval, post, voter
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def stored(opened: OpenEval, name: str) -> bytes | None:
+    user = get_user_model().objects.get(username=name)
+    value: bytes | None = redis.Redis.from_url(settings.REDIS_URL).hget(key(opened.eval.id), str(user.id))  # type: ignore[assignment]
+    return value
+
+
+def put_back(opened: OpenEval, name: str, value: bytes) -> None:
+    """A body left behind in Redis (a crash between taking and serving, a task that lost a race)."""
+    user = get_user_model().objects.get(username=name)
+    redis.Redis.from_url(settings.REDIS_URL).hset(key(opened.eval.id), str(user.id), value)
+
+
+def ask(client: APIClient, opened: OpenEval) -> Any:
+    return post(client, f"/api/v1/evals/{opened.eval.id}/battles/next", {})
+
+
+def test_the_prepared_body_is_the_ordinary_one_blind_and_taken_once(live_eval: OpenEval) -> None:
+    opened = live_eval
+    judge = voter(opened, "judge")
+    assert ask(judge, opened).status_code == 200
+    value = stored(opened, "judge")
+    assert value is not None
+    prepared = json.loads(value)
+    # Nothing in it names a candidate, run or step; the battle id is a uuid4 that sorts by nothing.
+    text = json.dumps(prepared["body"])
+    names = [*LABELS, *(c.uri for c in Candidate.objects.filter(eval=opened.eval))]
+    assert not [name for name in names if name in text]
+    assert set(prepared) == {"serving", "body"}  # the serving's id stays on the server
+    assert set(prepared["body"]) == {"battle", "prompt", "a", "b", "guidelines"}
+    # Handed out with no eval read and no body built: the token, the conditional claim, the
+    # reservation of the next one (its task runs eagerly here, so its queries are counted apart).
+    with CaptureQueriesContext(connection) as queries:
+        served = ask(judge, opened)
+    assert served.status_code == 200
+    assert served.json() == prepared["body"]
+    sqls = [q["sql"] for q in queries.captured_queries]
+    claim = next(i for i, sql in enumerate(sqls) if sql.startswith('UPDATE "evals_serving"'))
+    assert all('"teams_apitoken"' in sql for sql in sqls[:claim]), sqls[:claim]
+    # Exactly what the ordinary path shows for that battle, and taken: the next body is another battle.
+    detail = judge.get(f"/api/v1/battles/{prepared['body']['battle']}").json()
+    assert {k: detail[k] for k in prepared["body"]} == prepared["body"]
+    after = stored(opened, "judge")
+    assert after is not None and json.loads(after)["body"]["battle"] != prepared["body"]["battle"]
+
+
+def test_a_body_is_not_served_twice_nor_after_the_vote(live_eval: OpenEval) -> None:
+    opened = live_eval
+    judge = voter(opened, "judge")
+    assert ask(judge, opened).status_code == 200
+    value = stored(opened, "judge")
+    assert value is not None
+    battle = json.loads(value)["body"]["battle"]
+    assert ask(judge, opened).json()["battle"] == battle
+    assert post(judge, f"/api/v1/battles/{battle}/votes", {"choice": "a"}).status_code == 201
+    # The same body again in Redis: its reservation was shown and voted on, so it is not served;
+    # the ordinary path hands out the real next reservation instead.
+    put_back(opened, "judge", value)
+    again = ask(judge, opened)
+    assert again.status_code == 200 and again.json()["battle"] != battle
+    shown = Serving.objects.filter(voter__username="judge", served_at__isnull=False)
+    assert shown.count() == len(set(shown.values_list("battle_id", flat=True))) == 3
+
+
+def test_a_body_of_a_reservation_taken_the_ordinary_way_is_not_served(live_eval: OpenEval, settings: Any) -> None:
+    opened = live_eval
+    judge = voter(opened, "judge")
+    assert ask(judge, opened).status_code == 200
+    value = stored(opened, "judge")
+    assert value is not None
+    settings.EVALS_NEXT_PREPARED = False  # the ordinary path takes the reservation
+    taken = ask(judge, opened).json()["battle"]
+    assert taken == json.loads(value)["body"]["battle"]
+    settings.EVALS_NEXT_PREPARED = True
+    assert ask(judge, opened).json()["battle"] != taken
+
+
+def test_closing_the_eval_drops_its_bodies_and_one_left_is_not_served(owner: Persona, live_eval: OpenEval) -> None:
+    opened = live_eval
+    judge = voter(opened, "judge")
+    assert ask(judge, opened).status_code == 200
+    value = stored(opened, "judge")
+    assert value is not None
+    assert post(owner.client, f"/api/v1/evals/{opened.eval.id}/close", {}).status_code == 200
+    assert stored(opened, "judge") is None
+    put_back(opened, "judge", value)
+    refused = ask(judge, opened)
+    assert refused.status_code == 409
+    assert "battle" not in refused.json() and json.loads(value)["body"]["a"] not in refused.text
+
+
+@pytest.mark.parametrize("change", ["removed", "viewer"])
+def test_a_voter_who_may_no_longer_vote_is_served_nothing_prepared(live_eval: OpenEval, change: str) -> None:
+    opened = live_eval
+    judge = voter(opened, "judge")
+    assert ask(judge, opened).status_code == 200
+    value = stored(opened, "judge")
+    assert value is not None
+    membership = Membership.objects.get(user__username="judge", team=opened.eval.project.team)
+    if change == "removed":
+        membership.delete()
+    else:
+        membership.role = Role.VIEWER
+        membership.save()
+    refused = ask(judge, opened)
+    assert refused.status_code == (404 if change == "removed" else 403)
+    assert json.loads(value)["body"]["a"] not in refused.text
+    reserved = Serving.objects.get(battle_id=json.loads(value)["body"]["battle"], voter__username="judge")
+    assert reserved.served_at is None
