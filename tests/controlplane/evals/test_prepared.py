@@ -61,7 +61,7 @@ def test_the_prepared_body_is_the_ordinary_one_blind_and_taken_once(live_eval: O
     assert served.status_code == 200
     assert served.json() == prepared["body"]
     sqls = [q["sql"] for q in queries.captured_queries]
-    claim = next(i for i, sql in enumerate(sqls) if sql.startswith('UPDATE "evals_serving"'))
+    claim = next(i for i, sql in enumerate(sqls) if "UPDATE evals_serving s SET" in sql)
     assert all('"teams_apitoken"' in sql for sql in sqls[:claim]), sqls[:claim]
     # Exactly what the ordinary path shows for that battle, and taken: the next body is another battle.
     detail = judge.get(f"/api/v1/battles/{prepared['body']['battle']}").json()
