@@ -122,7 +122,8 @@ async function load(context, url, errors, profiled = false) {
   const timing = await page.evaluate(() => {
     const entries = /** @type {PerformanceResourceTiming[]} */ (performance.getEntriesByType("resource"));
     const queries = entries.filter((e) => e.name.includes("/api/v1/metrics/query"));
-    const runReads = entries.filter((e) => /\/api\/v1\/runs\/\d+(\/metrics\/keys)?$/.test(new URL(e.name).pathname));
+    // The runs' details and keys: POST /compare/runs, or (a refused one, an older page) 2 GETs a run.
+    const runReads = entries.filter((e) => /\/api\/v1\/(runs\/\d+(\/metrics\/keys)?|compare\/runs)$/.test(new URL(e.name).pathname));
     /** @param {number[]} xs */
     const middle = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
     // Server time as the browser sees it: request sent → first byte (no queueing for a connection).
@@ -133,6 +134,7 @@ async function load(context, url, errors, profiled = false) {
       runs_requests: runReads.length,
       detail_wait: waits(/\/runs\/\d+$/),
       keys_wait: waits(/\/metrics\/keys$/),
+      bulk_runs_wait: waits(/\/compare\/runs$/),
       runs_start: Math.min(...runReads.map((e) => e.startTime)),
       runs_loaded: Math.max(0, ...runReads.map((e) => e.responseEnd)),
       dom_loaded: /** @type {PerformanceNavigationTiming} */ (performance.getEntriesByType("navigation")[0]).domContentLoadedEventEnd,

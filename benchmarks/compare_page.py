@@ -15,22 +15,25 @@ run the page holds. Then, in this order:
 1. Seeding (reported, not a target): making the runs, storing the points (one metrics_ingest
    call of keys x steps points per run, in a subprocess with the stack's environment, as
    benchmarks.runs_table does), rolling them up.
-2. The bulk read: POST /api/v1/metrics/query with the body the page sends (frontend/src/pages/
-   compare/api.ts: its bucket count for runs x keys, its key order, its split of the runs into
-   requests; the page's own body is captured in step 3 and compared), against what a page
-   without the bulk route would do: one GET /api/v1/runs/{id}/metrics?keys=...&max_points=...
-   per run, one after another, and 6 at a time (a browser's connections per host). `--reads`
-   rounds, the three ways once a round in a rotating order (the machine is shared); median, p90
-   and range of the round trips seen by a Python client on this machine (an upper bound of the
-   server's time), and the answers' sizes.
+2. The runs' details and metric keys as the page reads them (one POST /api/v1/compare/runs per
+   100 runs) beside the 2 GETs a run (GET /runs/{id}, GET /runs/{id}/metrics/keys) it made
+   before; same rounds as below. Then the bulk read: POST /api/v1/metrics/query with the body
+   the page sends (frontend/src/pages/compare/api.ts: its bucket count for runs x keys, its key
+   order, its split of the runs into requests; the page's own body is captured in step 3 and
+   compared), against what a page without the bulk route would do: one GET
+   /api/v1/runs/{id}/metrics?keys=...&max_points=... per run, one after another, and 6 at a time
+   (a browser's connections per host). `--reads` rounds, the three ways once a round in a
+   rotating order (the machine is shared); median, p90 and range of the round trips seen by a
+   Python client on this machine (an upper bound of the server's time), and the answers' sizes.
 3. The page (benchmarks/compare_page.mjs, logged in through the login form): one untimed load
    (the bundle into the browser's cache), then `--repeats` loads, each in a new tab, of
-   /compare?runs=<all>&keys=<all>. First complete render: from navigation start (the
-   document's timeOrigin) to the first animation frame at which every chart has its canvas and
-   none shows "Loading…". Beside it, from the page's resource timing: when the runs' details and
-   keys (2 GETs per run) were in, and when the metrics/query request went out and was answered,
-   so that the client side (answer → charts drawn) shows. The tab's JS heap (CDP
-   Runtime.getHeapUsage) once drawn, before and after a forced GC (HeapProfiler.collectGarbage).
+   /compare?runs=<all>&keys=<all>. First complete render: from navigation start (the document's
+   timeOrigin) to the first animation frame at which every chart has its canvas and none shows
+   "Loading…". Beside it, from the page's resource timing: when the runs' details and keys (POST
+   /compare/runs; 2 GETs a run where it is refused) were in, and when the metrics/query request
+   went out and was answered, so that the client side (answer → charts drawn) shows. The tab's
+   JS heap (CDP Runtime.getHeapUsage) once drawn, before and after a forced GC
+   (HeapProfiler.collectGarbage).
 4. Live: a new tab opened and drawn, then every run gets one batch a second (the step-count key
    and two others, at the next step), spread evenly over the second, for `--live-s` seconds.
    In the page over that window: frame times (requestAnimationFrame deltas; p50, p95, max),
@@ -232,21 +235,27 @@ def line(name: str, times: list[float], note: str = "") -> str:
             f"  range {min(times) * 1000:.1f}..{max(times) * 1000:.1f}  n={len(times)}  {note}")  # fmt: skip
 
 
+def thread_clients(url: str, headers: dict[str, str]) -> tuple[Callable[[], httpx.Client], list[httpx.Client]]:
+    """A client for each pool thread (one connection each, as a browser's), and those opened."""
+    local = threading.local()
+    opened: list[httpx.Client] = []
+
+    def own() -> httpx.Client:
+        client: httpx.Client | None = getattr(local, "http", None)
+        if client is None:
+            client = local.http = httpx.Client(base_url=url, headers=headers, timeout=120)
+            opened.append(client)
+        return client
+
+    return own, opened
+
+
 def bench_reads(url: str, tok: str, runs: list[int], keys: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
     max_points = buckets_for(len(runs), len(keys))
     bodies = query_bodies(runs, keys, max_points)
     headers = {"Authorization": f"Bearer {tok}"}
     with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
-        # Each pool thread gets a client of its own: one connection each, as a browser's.
-        local = threading.local()
-        opened: list[httpx.Client] = []
-
-        def own() -> httpx.Client:
-            client: httpx.Client | None = getattr(local, "http", None)
-            if client is None:
-                client = local.http = httpx.Client(base_url=url, headers=headers, timeout=120)
-                opened.append(client)
-            return client
+        own, opened = thread_clients(url, headers)
 
         counted: dict[str, tuple[int, int]] = {}
 
@@ -302,6 +311,48 @@ def bench_reads(url: str, tok: str, runs: list[int], keys: list[str], args: argp
     print(f"  answers: {bulk_series:,} series, {bulk_buckets:,} buckets (bulk); "
           f"{run_series:,} series, {run_buckets:,} buckets (per run): {same}")  # fmt: skip
     return bodies
+
+
+def bench_run_reads(url: str, tok: str, runs: list[int], args: argparse.Namespace) -> None:
+    """What the page reads before its metrics: its runs' details and keys, in one POST
+    /compare/runs (per 100 runs), against the 2 GETs a run it made before (one at a time, and 6
+    at a time)."""
+    headers = {"Authorization": f"Bearer {tok}"}
+    chunks = [runs[i : i + 100] for i in range(0, len(runs), 100)]
+    with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
+        own, opened = thread_clients(url, headers)
+
+        def bulk() -> int:
+            size = 0
+            for chunk in chunks:
+                response = http.post("/api/v1/compare/runs", content=orjson.dumps({"runs": chunk}),
+                                     headers={"Content-Type": "application/json"}).raise_for_status()  # fmt: skip
+                size += len(response.content)
+            return size
+
+        def two_gets(client: httpx.Client, run_id: int) -> int:
+            detail = client.get(f"/api/v1/runs/{run_id}").raise_for_status()
+            keys = client.get(f"/api/v1/runs/{run_id}/metrics/keys").raise_for_status()
+            return len(detail.content) + len(keys.content)
+
+        with ThreadPoolExecutor(6) as pool:
+            times, sizes = rounds(
+                {
+                    f"POST /compare/runs ({len(chunks)} request{'s' if len(chunks) > 1 else ''})": bulk,
+                    f"{2 * len(runs)} GETs (detail + keys a run), one at a time": lambda: sum(
+                        two_gets(http, run_id) for run_id in runs
+                    ),
+                    f"{2 * len(runs)} GETs (detail + keys a run), 6 at a time": lambda: sum(
+                        pool.map(lambda run_id: two_gets(own(), run_id), runs)
+                    ),
+                },
+                args.reads,
+            )
+        for client in opened:
+            client.close()
+    print(f"\n### the runs' details and keys: {len(runs)} runs, {args.reads} rounds, rotating order")
+    for name, t in times.items():
+        print(line(name, t, f"{sizes[name] / 2**20:6.2f} MiB"))
 
 
 # -- live ---------------------------------------------------------------------------------------
@@ -407,10 +458,11 @@ def report_page(
           f"(after 1 untimed load: {ms(result['warm']['rendered'])})")  # fmt: skip
     print(f"  navigation → every chart drawn          : {spread([x['rendered'] for x in loads])}")
     print(f"  navigation → DOMContentLoaded            : {spread([x['dom_loaded'] for x in loads])}")
-    print(f"  navigation → first run GET sent          : {spread([x['runs_start'] for x in loads])}")
+    print(f"  navigation → runs' details asked         : {spread([x['runs_start'] for x in loads])}")
     detail, key_list = median([x["detail_wait"] for x in loads]), median([x["keys_wait"] for x in loads])
     print(f"  navigation → runs' details + keys in     : {spread([x['runs_loaded'] for x in loads])}"
-          f"   ({loads[0]['runs_requests']} GETs; sent → first byte: {detail:.0f} ms a detail, "
+          f"   ({loads[0]['runs_requests']} requests; sent → first byte: "
+          f"{median([x['bulk_runs_wait'] for x in loads]):.0f} ms POST /compare/runs, {detail:.0f} ms a detail, "
           f"{key_list:.0f} ms a key list)")  # fmt: skip
     print(f"  navigation → metrics/query sent          : {spread([x['query_start'] for x in loads])}")
     print(f"  metrics/query round trip (in the page)   : {spread([x['query_end'] - x['query_start'] for x in loads])}"
@@ -522,6 +574,7 @@ def main() -> None:
         print(f"POST /api/v1/runs/{runs[-1]}/metrics with the bench user's API token: {check.status_code}")
         check.raise_for_status()
         keys = order_keys(world["keys"])
+        bench_run_reads(stack.url, tok, runs, args)
         bodies = bench_reads(stack.url, tok, runs, keys, args)
         print(f"\nload average before the browser: {load()}", flush=True)
         result = drive_page(stack, tok, runs, keys, args)

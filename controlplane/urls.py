@@ -13,7 +13,7 @@ from controlplane.chat.api import (
     RunChatTokensView,
 )
 from controlplane.checkpoints.api import CheckpointListView, RunResumeView, RunSamplesSummaryView, RunSamplesView
-from controlplane.compare.api import CompareStatsView, GroupExportView, RunTableKeysView, RunTableView
+from controlplane.compare.api import CompareRunsView, CompareStatsView, GroupExportView, RunTableKeysView, RunTableView
 from controlplane.evals.api import (
     BattleDetailView,
     BattleNextView,
@@ -110,6 +110,7 @@ api_v1 = [
     path("runs/<id:run_id>/metrics/keys", MetricKeysView.as_view()),
     path("metrics/query", MetricsQueryView.as_view()),
     path("compare/stats", CompareStatsView.as_view()),
+    path("compare/runs", CompareRunsView.as_view()),
     path("runs/<id:run_id>/samples", RunSamplesView.as_view()),
     path("runs/<id:run_id>/samples/summary", RunSamplesSummaryView.as_view()),
     path("runs/<id:run_id>/checkpoints", RunCheckpointsWithScoresView.as_view()),

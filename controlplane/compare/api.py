@@ -1,4 +1,5 @@
-"""POST /compare/stats: is a difference between groups of runs real? (summaries.py, stats.py)"""
+"""POST /compare/stats: is a difference between groups of runs real? (summaries.py, stats.py)
+POST /compare/runs: many runs' details and keys at once (runs.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rest_framework.views import APIView
 
 from controlplane.api import ApiError, ErrorSerializer, FastJSONRenderer, InputSerializer, Pagination, query_int
 from controlplane.auth.access import accessible_runs
+from controlplane.compare import runs as compare_runs
 from controlplane.compare import stats
 from controlplane.compare.export import FORMATS, TABLES, Export, export_stream
 from controlplane.compare.summaries import SUMMARIES, Options, groups_by_field, run_values
@@ -467,3 +469,51 @@ class RunTableKeysView(APIView):
     def get(self, request: Request) -> Response:
         runs, _ = _table_runs(request)
         return Response({"keys": metric_keys_of(runs, MAX_TABLE_KEYS)})
+
+
+class CompareRunsIn(InputSerializer):
+    runs = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_BIGINT),
+        min_length=1,
+        max_length=compare_runs.MAX_RUNS,
+        help_text=f"Run ids (1..{compare_runs.MAX_RUNS} of them); duplicates count once.",
+    )
+
+
+class CompareRunKeyOut(serializers.Serializer[Any]):
+    key = serializers.CharField()
+    count = serializers.IntegerField()
+    first_step = serializers.IntegerField()
+    last_step = serializers.IntegerField()
+    last_value = serializers.FloatField()
+
+
+class CompareRunOut(serializers.Serializer[Any]):
+    run = compare_runs.CompareRunSerializer(help_text="As GET /runs/{id} answers.")
+    keys = CompareRunKeyOut(many=True, help_text="As GET /runs/{id}/metrics/keys answers.")
+
+
+class CompareRunsView(APIView):
+    """The compare page's first request: its runs' details and metric keys at once."""
+
+    renderer_classes = [FastJSONRenderer]
+
+    @extend_schema(
+        request=CompareRunsIn,
+        responses={200: inline_serializer("CompareRunsOut", {"runs": CompareRunOut(many=True)}), 404: ErrorSerializer},
+        summary="Many runs' details and metric keys (for the compare page)",
+        description=(
+            "Each run as GET /runs/{id} answers it with its keys as GET /runs/{id}/metrics/keys lists them, in the "
+            "order asked. As POST /metrics/query: every run must be visible to the caller, otherwise 404 naming "
+            "the runs in `runs`. A fixed number of queries whatever the run count."
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        body = CompareRunsIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        runs = compare_runs.with_related(accessible_runs(request, body.validated_data["runs"]))
+        keys = compare_runs.metric_keys_of_runs([run.id for run in runs])
+        details = compare_runs.CompareRunSerializer(runs, many=True).data
+        return Response(
+            {"runs": [{"run": detail, "keys": keys.get(run.id, [])} for run, detail in zip(runs, details, strict=True)]}
+        )

@@ -212,6 +212,7 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("api/v1/compare/stats", "POST"): Call(
         RUNS_READ, (200,), "/api/v1/compare/stats", {"metric": "loss", "groups": [{"name": "a", "runs": ["{run}"]}]}
     ),
+    ("api/v1/compare/runs", "POST"): Call(RUNS_READ, (200,), "/api/v1/compare/runs", {"runs": ["{run}"]}),
     ("api/v1/runs/<id:run_id>/samples", "GET"): Call(RUN_READ, (200,), RUN + "/samples"),
     ("api/v1/runs/<id:run_id>/samples/summary", "GET"): Call(RUN_READ, (200,), RUN + "/samples/summary"),
     ("api/v1/runs/<id:run_id>/samples", "POST"): Call(

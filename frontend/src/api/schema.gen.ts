@@ -116,6 +116,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/compare/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Many runs' details and metric keys (for the compare page)
+         * @description Each run as GET /runs/{id} answers it with its keys as GET /runs/{id}/metrics/keys lists them, in the order asked. As POST /metrics/query: every run must be visible to the caller, otherwise 404 naming the runs in `runs`. A fixed number of queries whatever the run count.
+         */
+        post: operations["compare_runs_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/compare/stats": {
         parameters: {
             query?: never;
@@ -1167,6 +1187,67 @@ export interface components {
          * @enum {string}
          */
         ChoiceEnum: "a" | "b" | "tie" | "both_bad";
+        /** @description GET /runs/{id}'s answer, its params read from the prefetched rows. */
+        CompareRun: {
+            readonly id: number;
+            name: string;
+            recipe: string;
+            status: components["schemas"]["StatusEnum"];
+            tags: string[];
+            readonly project: components["schemas"]["Project"];
+            readonly created_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+            /** Format: date-time */
+            started_at: string | null;
+            /** Format: date-time */
+            finished_at: string | null;
+            /**
+             * Format: double
+             * @description Seconds the run's earlier attempts ran (a resumed run). Its duration is this plus (finished_at, or now while it runs) minus started_at, which is the current attempt's start.
+             */
+            readonly earlier_attempts_s: number;
+            failure_reason: string;
+            /** @description What the run's work waits for on the Ray cluster, e.g. 'waiting for cluster resources: 2 tasks need {CPU: 1}; 0.5 of 2 CPU free'; empty when nothing waits. */
+            readonly waiting_for: string;
+            /**
+             * Format: date-time
+             * @description When the wait in waiting_for began; null when nothing waits.
+             */
+            readonly waiting_since: string | null;
+            /** @description The groups (sweeps) the run is in. */
+            readonly groups: components["schemas"]["RunGroupRef"][];
+            config: unknown;
+            /** @description Params logged through the MLflow API (an external run's whole configuration), by key. */
+            readonly params: {
+                [key: string]: string;
+            };
+            log_tail: string;
+            cloned_from: number | null;
+            readonly attempts: components["schemas"]["Attempt"][];
+        };
+        CompareRunKeyOut: {
+            key: string;
+            count: number;
+            first_step: number;
+            last_step: number;
+            last_value: number | ("NaN" | "Infinity" | "-Infinity");
+        };
+        CompareRunOut: {
+            /** @description As GET /runs/{id} answers. */
+            run: components["schemas"]["CompareRun"];
+            /** @description As GET /runs/{id}/metrics/keys answers. */
+            keys: components["schemas"]["CompareRunKeyOut"][];
+        };
+        CompareRunsInRequest: {
+            /** @description Run ids (1..100 of them); duplicates count once. */
+            runs: number[];
+        };
+        CompareRunsOut: {
+            runs: components["schemas"]["CompareRunOut"][];
+        };
         CompareStatsInRequest: {
             /** @description The metric key, e.g. reward/mean. */
             metric: string;
@@ -3326,6 +3407,65 @@ export interface operations {
             };
             /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    compare_runs_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompareRunsInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompareRunsOut"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

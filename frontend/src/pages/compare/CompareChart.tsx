@@ -14,6 +14,14 @@ const HEIGHT = 220;
 const AXIS_FONT = "12px system-ui, sans-serif";
 const RUN_WIDTH = 1.25;
 const GROUP_WIDTH = 2;
+/** Past this many runs on a chart their lines are 1 px: pixel-aligned strokes draw the fastest. */
+export const MANY_RUNS = 20;
+
+/** A line's width (CSS px) on a chart of `count` entries of `kind`. */
+export function lineWidth(kind: EntryKind, count: number): number {
+  if (kind === "groups") return GROUP_WIDTH;
+  return count > MANY_RUNS ? 1 : RUN_WIDTH;
+}
 /** Alpha of the lines that are not highlighted while one legend entry is hovered. */
 const DIMMED = 0.12;
 const BAND_ALPHA = 0.16;
@@ -58,15 +66,16 @@ export function chartOptions(
   const series: uPlot.Series[] = [{ label: "step" }];
   const bands: uPlot.Band[] = [];
   const edges = new Set<number>();
+  const line = lineWidth(kind, entries.length);
   for (const entry of entries) {
     const show = !hidden.has(entry.id);
     const value = (_u: uPlot, v: number | null) => formatMetricValue(v);
     if (kind === "runs") {
-      series.push({ label: entry.label, stroke: entry.colour, width: RUN_WIDTH, spanGaps: false, show, value });
+      series.push({ label: entry.label, stroke: entry.colour, width: line, spanGaps: false, show, value });
       continue;
     }
     const mean = series.length;
-    series.push({ label: entry.label, stroke: entry.colour, width: GROUP_WIDTH, spanGaps: false, show, value });
+    series.push({ label: entry.label, stroke: entry.colour, width: line, spanGaps: false, show, value });
     series.push({ label: `${entry.label} low`, stroke: "transparent", points: { show: false }, show, value });
     series.push({ label: `${entry.label} high`, stroke: "transparent", points: { show: false }, show, value });
     edges.add(mean + 1).add(mean + 2);
@@ -250,7 +259,7 @@ function CompareChartImpl(props: CompareChartProps) {
     const plot = plotRef.current;
     if (!plot) return;
     const stride = strideOf(kind);
-    const base = kind === "runs" ? RUN_WIDTH : GROUP_WIDTH;
+    const base = lineWidth(kind, entries.length);
     entries.forEach((entry, i) => {
       const lit = highlight === null || highlight === entry.id;
       for (let k = 1; k <= stride; k++) {

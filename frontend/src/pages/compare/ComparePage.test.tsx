@@ -133,7 +133,26 @@ function compareApi(overrides: Record<string, Route> = {}) {
     routes[`GET /api/v1/runs/${id}`] = () => RUNS[id];
     routes[`GET /api/v1/runs/${id}/metrics/keys`] = () => keysOf(id);
   }
-  return stubApi({ ...routes, ...overrides });
+  const all = { ...routes, ...overrides };
+  // The runs as their own routes answer them: all of them, or 404 when one is refused.
+  all["POST /api/v1/compare/runs"] ??= async (url) => {
+    const asked = bulkBodies().at(-1)?.runs ?? [];
+    const runs = [];
+    for (const id of asked) {
+      const detail = await all[`GET /api/v1/runs/${id}`]?.(url);
+      const keys = await all[`GET /api/v1/runs/${id}/metrics/keys`]?.(url);
+      if (!detail || !keys || detail instanceof Response || keys instanceof Response) {
+        return errorResponse(404, "not_found", `Runs not found: ${id} (no such run, or not in a team of yours).`);
+      }
+      runs.push({ run: detail, keys: (keys as MetricKeysResponse).keys });
+    }
+    return { runs };
+  };
+  return stubApi(all);
+}
+
+function bulkBodies(): { runs: number[] }[] {
+  return sentBodies(vi.mocked(fetch).mock.calls, "POST", "/api/v1/compare/runs") as { runs: number[] }[];
 }
 
 function renderCompare(search: string) {
@@ -172,11 +191,12 @@ describe("the compare page", () => {
     fireEvent.click(await screen.findByRole("checkbox", { name: "Compare run 3 pace lr big seed 0" }));
     fireEvent.click(screen.getByRole("checkbox", { name: "Compare run 1 pace lr small seed 0" }));
     fireEvent.click(submit);
-    // The picked runs, in the order picked, are compared: their details are asked for.
-    await waitFor(() => expect(api.callsTo("/api/v1/runs/3")).toBe(1));
-    expect(api.callsTo("/api/v1/runs/1")).toBe(1);
+    // The picked runs, in the order picked, are compared: their details are asked for, at once.
+    await waitFor(() => expect(api.callsTo("/api/v1/compare/runs")).toBe(1));
+    expect(bulkBodies()).toEqual([{ runs: [3, 1] }]);
     expect(await screen.findByTestId("compare-chart-reward/mean")).toBeTruthy();
     expect(queryBodies()[0]?.runs).toEqual([3, 1]);
+    expect(api.callsTo("/api/v1/runs/3") + api.callsTo("/api/v1/runs/3/metrics/keys")).toBe(0);
   });
 
   it("says it is loading until the runs arrive", () => {
@@ -195,9 +215,12 @@ describe("the compare page", () => {
   });
 
   it("leaves out a run it cannot load, names it, and compares the others", async () => {
-    compareApi({ "GET /api/v1/runs/2": () => errorResponse(404, "not_found", "Run 2 not found.") });
+    const api = compareApi({ "GET /api/v1/runs/2": () => errorResponse(404, "not_found", "Run 2 not found.") });
     renderCompare("?runs=1,2,3");
     expect((await screen.findByRole("alert")).textContent).toContain("Left out #2");
+    // The bulk read was refused as a whole; each run was then asked for alone.
+    expect(api.callsTo("/api/v1/compare/runs")).toBe(1);
+    expect(api.callsTo("/api/v1/runs/1")).toBe(1);
     await screen.findByTestId("compare-chart-reward/mean");
     expect(queryBodies()[0]?.runs).toEqual([1, 3]);
     expect(screen.getAllByTestId("legend-entry")).toHaveLength(2);
@@ -319,6 +342,21 @@ describe("the compare page", () => {
     expect(chart("reward/mean").data[1]).toEqual([0.1, 0.3, 0.6, 0.9]);
     expect(chart("reward/mean").data[2]).toEqual([0.1, 0.3, 0.7, undefined]);
     expect(plots.made.length).toBe(made);
+  });
+
+  it("asks again for nothing when each followed run sends its snapshot", async () => {
+    const running = { 1: runDetail({ ...RUNS[1], status: "RUNNING" }), 2: runDetail({ ...RUNS[2], status: "RUNNING" }) };
+    const api = compareApi({ "GET /api/v1/runs/1": () => running[1], "GET /api/v1/runs/2": () => running[2] });
+    renderCompare("?runs=1,2&keys=reward/mean");
+    await waitFor(() => expect(steps(chart("reward/mean"))).toHaveLength(3));
+    const socket = FakeWebSocket.latest();
+    socket.accept();
+    for (const id of [1, 2]) socket.send({ type: "run.snapshot", run: runSummary({ id, status: "RUNNING" }), seq: 1, epoch: "e" });
+    socket.send({ type: "metrics.points", run_id: 2, series: [{ key: "reward/mean", steps: [3], values: [0.8] }], seq: 2, epoch: "e" });
+    await waitFor(() => expect(steps(chart("reward/mean"))).toEqual([0, 1, 2, 3]));
+    expect(queryBodies()).toHaveLength(1);
+    expect(api.callsTo("/api/v1/compare/runs")).toBe(1);
+    expect(api.callsTo("/api/v1/runs/1") + api.callsTo("/api/v1/runs/2/metrics/keys")).toBe(0);
   });
 
   it("shows the config paths two runs differ at", async () => {

@@ -7,7 +7,7 @@ import type { RunDetail, RunGroupDetail } from "../../api/types";
 import { ErrorBox } from "../../components/ErrorBox";
 import { StatsPanel } from "../groups/StatsPanel";
 import { alignKey, chartData, commonGrid, type ChartLayout, type SeriesTable, type SeriesView } from "./align";
-import { bucketsFor, useCompareSeries, useRunDetails, useRunKeys, type StepRange } from "./api";
+import { bucketsFor, useCompareRuns, useCompareSeries, useRunDetails, useRunKeys, type StepRange } from "./api";
 import { CompareChart, type EntryKind } from "./CompareChart";
 import { differingPaths, groupRunsBy, type ConfigGroup } from "./config";
 import { ConfigDiff } from "./ConfigDiff";
@@ -99,10 +99,15 @@ interface CompareRunsProps {
   update: Update;
 }
 
-/** Loads every run's detail (config) and metric keys; runs that cannot be loaded are left out, and named. */
+/**
+ * Loads every run's detail (config) and metric keys, all in one request; when that is refused (a
+ * run not found) each run is asked for alone, and those that cannot be loaded are left out, and named.
+ */
 function CompareRuns({ runIds, group, state, update }: CompareRunsProps) {
-  const details = useRunDetails(runIds);
-  const keys = useRunKeys(runIds);
+  const bulk = useCompareRuns(runIds);
+  // The bulk answer fills the per-run entries these read; only a refused one makes them ask.
+  const details = useRunDetails(runIds, !bulk.isPending);
+  const keys = useRunKeys(runIds, !bulk.isPending);
   const loaded = details.filter((d) => !d.isPending).length + keys.filter((k) => !k.isPending).length;
   const title = group ? group.name : `${runIds.length} run${runIds.length === 1 ? "" : "s"}`;
 

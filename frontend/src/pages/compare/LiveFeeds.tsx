@@ -1,29 +1,67 @@
 import { useQueryClient } from "@tanstack/react-query";
-import { memo, useEffect, useRef } from "react";
+import { memo, useCallback, useEffect, useRef } from "react";
 
 import { useLiveSocket } from "../../api/liveSocket";
-import { livePointsFromWire } from "../../api/metrics";
+import { livePointsFromWire, type LivePoint } from "../../api/metrics";
 import { queryKeys } from "../../api/queryKeys";
-import { isTerminal, WS_CLOSE_NOT_FOUND, type RunDetail } from "../../api/types";
+import { isTerminal, WS_CLOSE_NOT_FOUND, type RunDetail, type WsMessage } from "../../api/types";
 import { applyRunMessage, parseMessage, resyncRun, SeqTracker } from "../run/live";
 import { patchComparisons, resyncComparisons } from "./api";
 import { describeFeed, liveRuns, messageRun, runsSocketUrl, SLEEP_RESYNC_MS, type LiveRun } from "./feeds";
+
+/** Past this many ms without a frame (a hidden tab draws none) the points are applied anyway. */
+const FLUSH_FALLBACK_MS = 250;
 
 /**
  * One websocket for every followed run (ws/runs/?ids=...): each message patches its run's cache
  * entries (status, keys) and every cached comparison showing it; a reconnect, a gap in a run's
  * seq or a new epoch refetches what may have been missed (that run's, or everything).
+ *
+ * Points are applied once a frame, every run's together: 100 runs at a batch a second each would
+ * otherwise rebuild the comparison and redraw every chart 100 times a second.
  */
 const RunsFeed = memo(function RunsFeed({ runIds, running }: { runIds: readonly number[]; running: number }) {
   const queryClient = useQueryClient();
   const trackers = useRef(new Map<number, SeqTracker>());
+  // Whether this connection's first snapshot came: only that one establishes the feed (each
+  // followed run sends one, and every later one would refetch everything again).
+  const snapshotSeen = useRef(false);
+  const pending = useRef(new Map<number, { message: WsMessage; at: number }[]>());
+  const scheduled = useRef<{ frame: number; timer: number } | null>(null);
+
+  const flush = useCallback(() => {
+    if (scheduled.current) {
+      cancelAnimationFrame(scheduled.current.frame);
+      window.clearTimeout(scheduled.current.timer);
+      scheduled.current = null;
+    }
+    const batch = pending.current;
+    if (batch.size === 0) return;
+    pending.current = new Map();
+    const pointsByRun = new Map<number, LivePoint[]>();
+    for (const [runId, messages] of batch) {
+      const points: LivePoint[] = [];
+      for (const { message, at } of messages) {
+        // Stamped with its arrival: a fetch that started since re-applies it (fetchCompareSeries).
+        applyRunMessage(queryClient, runId, message, at);
+        if (message.type === "metrics.points") points.push(...livePointsFromWire(message.series));
+      }
+      pointsByRun.set(runId, points);
+    }
+    patchComparisons(queryClient, pointsByRun);
+  }, [queryClient]);
+  useEffect(() => flush, [flush]);
+
   const resync = (ids: readonly number[]) => {
+    flush();
     for (const id of ids) resyncRun(queryClient, id);
     resyncComparisons(queryClient, ids);
   };
   const state = useLiveSocket(runsSocketUrl(runIds, window.location), {
     onConnect: () => {
+      flush();
       trackers.current = new Map();
+      snapshotSeen.current = false;
     },
     onMessage: (data) => {
       const message = parseMessage(data);
@@ -37,13 +75,24 @@ const RunsFeed = memo(function RunsFeed({ runIds, running }: { runIds: readonly 
       let seq = trackers.current.get(runId);
       if (!seq) trackers.current.set(runId, (seq = new SeqTracker()));
       if (seq.missed(message)) resync([runId]);
-      applyRunMessage(queryClient, runId, message);
       if (message.type === "metrics.points") {
-        patchComparisons(queryClient, runId, livePointsFromWire(message.series));
-      } else if (message.type === "resync") {
-        resyncComparisons(queryClient, [runId]);
+        const list = pending.current.get(runId);
+        const entry = { message, at: performance.now() };
+        if (list) list.push(entry);
+        else pending.current.set(runId, [entry]);
+        scheduled.current ??= {
+          frame: requestAnimationFrame(flush),
+          timer: window.setTimeout(flush, FLUSH_FALLBACK_MS),
+        };
+        return false;
       }
-      return message.type === "run.snapshot";
+      // Anything else lands after the points that came before it.
+      flush();
+      applyRunMessage(queryClient, runId, message);
+      if (message.type === "resync") resyncComparisons(queryClient, [runId]);
+      if (message.type !== "run.snapshot" || snapshotSeen.current) return false;
+      snapshotSeen.current = true;
+      return true;
     },
     onResync: () => resync(runIds),
     upOn: "open",

@@ -114,11 +114,39 @@ describe("live points in a comparison", () => {
     client.setQueryData(compareKeys.seriesOf(shown), start());
     client.setQueryData(compareKeys.seriesOf(zoomed), start());
     client.setQueryData(compareKeys.seriesOf(elsewhere), start());
-    patchComparisons(client, 1, [{ key: "reward/mean", step: 2, value: 0.3 }]);
+    patchComparisons(client, new Map([[1, [{ key: "reward/mean", step: 2, value: 0.3 }]]]));
     const steps = (q: SeriesQuery) => client.getQueryData<SeriesTable>(compareKeys.seriesOf(q))?.get("reward/mean")?.get(1)?.step;
     expect(steps(shown)).toEqual([0, 1, 2]);
     // Outside the zoomed range, and a comparison without run 1: untouched.
     expect(steps(zoomed)).toEqual([0, 1]);
     expect(steps(elsewhere)).toEqual([0, 1]);
+  });
+
+  it("patches several runs' points with one new table per comparison", () => {
+    const client = new QueryClient();
+    const both = query({ runs: [1, 2] });
+    const other = new Map([[1, series([0], [1], "other")]]);
+    const table: SeriesTable = new Map([
+      ["reward/mean", new Map([[1, series([0], [0.1])], [2, series([0], [0.5])]])],
+      ["other", other],
+    ]);
+    client.setQueryData(compareKeys.seriesOf(both), table);
+    let notified = 0;
+    const unsubscribe = client.getQueryCache().subscribe((event) => {
+      if (event.type === "updated") notified += 1;
+    });
+    patchComparisons(
+      client,
+      new Map([
+        [1, [{ key: "reward/mean", step: 1, value: 0.2 }]],
+        [2, [{ key: "reward/mean", step: 1, value: 0.6 }]],
+      ]),
+    );
+    unsubscribe();
+    expect(notified).toBe(1);
+    const next = client.getQueryData<SeriesTable>(compareKeys.seriesOf(both));
+    expect(next?.get("reward/mean")?.get(1)?.mean).toEqual([0.1, 0.2]);
+    expect(next?.get("reward/mean")?.get(2)?.mean).toEqual([0.5, 0.6]);
+    expect(next?.get("other")).toBe(other);
   });
 });

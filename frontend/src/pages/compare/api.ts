@@ -1,16 +1,16 @@
 /**
  * The compare page's API: the bulk metrics read (POST /metrics/query) and its cache, the runs'
- * details and keys (the same cache entries as the run page's), and the patching of cached
- * comparisons with live points. Kept beside the page: nothing else uses them.
+ * details and keys (POST /compare/runs, put into the run page's cache entries), and the patching
+ * of cached comparisons with live points. Kept beside the page: nothing else uses them.
  */
-import { keepPreviousData, useQueries, useQuery, type QueryClient } from "@tanstack/react-query";
+import { keepPreviousData, useQueries, useQuery, useQueryClient, type QueryClient } from "@tanstack/react-query";
 
 import { apiRequest } from "../../api/client";
 import { metricKeysOptions } from "../../api/hooks";
 import { applyLatePoints, emptySeries, liveBufferFor, mergePoints, type LivePoint, type SeriesByKey } from "../../api/metrics";
 import { queryKeys } from "../../api/queryKeys";
 import type { components } from "../../api/schema.gen";
-import type { RunDetail, RunPage } from "../../api/types";
+import type { MetricKeysResponse, RunDetail, RunPage } from "../../api/types";
 import { tableFromWire, type SeriesTable } from "./align";
 
 type Schemas = components["schemas"];
@@ -18,6 +18,7 @@ type Schemas = components["schemas"];
 export type RunMetricSeriesWire = Schemas["RunMetricSeries"];
 export type MetricsQueryRequest = Schemas["MetricsQueryInRequest"];
 export type MetricsQueryResponse = Schemas["MetricQueryOut"];
+export type CompareRunsResponse = Schemas["CompareRunsOut"];
 
 /** The server's bounds on one POST /metrics/query (runs per request; series, BARREL_METRICS_MAX_QUERY_SERIES). */
 export const MAX_QUERY_RUNS = 100;
@@ -53,6 +54,7 @@ export const compareKeys = {
   all: ["compare"] as const,
   series: ["compare", "series"] as const,
   seriesOf: (query: SeriesQuery) => ["compare", "series", query] as const,
+  runs: (runIds: readonly number[]) => ["compare", "runs", runIds] as const,
   pick: (name: string) => ["compare", "pick", name] as const,
 };
 
@@ -78,20 +80,7 @@ function inRange(step: number, range: StepRange | null): boolean {
 
 /** A copy of `table` with one run's live points merged in (untouched keys keep their identity). */
 export function mergeRunPoints(table: SeriesTable, runId: number, points: readonly LivePoint[]): SeriesTable {
-  if (points.length === 0) return table;
-  const byKey = new Map<string, LivePoint[]>();
-  for (const point of points) {
-    const list = byKey.get(point.key);
-    if (list) list.push(point);
-    else byKey.set(point.key, [point]);
-  }
-  const next: SeriesTable = new Map(table);
-  for (const [key, list] of byKey) {
-    const byRun = new Map(table.get(key) ?? []);
-    byRun.set(runId, mergePoints(byRun.get(runId) ?? emptySeries(key), list));
-    next.set(key, byRun);
-  }
-  return next;
+  return mergeRunsPoints(table, new Map([[runId, points]]));
 }
 
 /** The points of `points` that a cached comparison shows: its keys, inside its range. */
@@ -145,21 +134,58 @@ export function useCompareSeries(query: SeriesQuery, enabled: boolean, keepPrevi
   });
 }
 
+/** Runs per POST /compare/runs (the server's bound, controlplane.compare.runs.MAX_RUNS). */
+export const MAX_COMPARE_RUNS = 100;
+
+/**
+ * Every run's detail and metric keys in one request per 100 runs, written into the run page's
+ * cache entries (which useRunDetails and useRunKeys then find fresh). A run the caller cannot
+ * see fails the whole request (404, as POST /metrics/query): the per-run reads then name it.
+ */
+export async function fetchCompareRuns(queryClient: QueryClient, runIds: readonly number[], signal?: AbortSignal): Promise<number> {
+  const chunks: number[][] = [];
+  for (let i = 0; i < runIds.length; i += MAX_COMPARE_RUNS) chunks.push(runIds.slice(i, i + MAX_COMPARE_RUNS));
+  const answers = await Promise.all(
+    chunks.map((runs) => apiRequest<CompareRunsResponse>("/compare/runs", { method: "POST", body: { runs }, signal })),
+  );
+  let count = 0;
+  for (const answer of answers) {
+    for (const { run, keys } of answer.runs) {
+      queryClient.setQueryData<RunDetail>(queryKeys.runDetail(run.id), run);
+      queryClient.setQueryData<MetricKeysResponse>(queryKeys.metricKeys(run.id), { keys });
+      count += 1;
+    }
+  }
+  return count;
+}
+
+export function useCompareRuns(runIds: readonly number[]) {
+  const queryClient = useQueryClient();
+  return useQuery({
+    queryKey: compareKeys.runs(runIds),
+    queryFn: ({ signal }) => fetchCompareRuns(queryClient, runIds, signal),
+    // Its answer lives on in the runs' own cache entries, which live feeds keep current.
+    staleTime: Number.POSITIVE_INFINITY,
+    retry: false,
+  });
+}
+
 /** Each run's detail (name, status, config): the run page's cache entries. */
-export function useRunDetails(runIds: readonly number[]) {
+export function useRunDetails(runIds: readonly number[], enabled = true) {
   return useQueries({
     queries: runIds.map((runId) => ({
       queryKey: queryKeys.runDetail(runId),
       queryFn: ({ signal }: { signal: AbortSignal }) => apiRequest<RunDetail>(`/runs/${runId}`, { signal }),
       // Statuses of live runs come over their sockets; configs do not change.
       staleTime: 30_000,
+      enabled,
     })),
   });
 }
 
 /** Each run's metric keys (kept current by the live feeds, as on the run page). */
-export function useRunKeys(runIds: readonly number[]) {
-  return useQueries({ queries: runIds.map((runId) => metricKeysOptions(runId)) });
+export function useRunKeys(runIds: readonly number[], enabled = true) {
+  return useQueries({ queries: runIds.map((runId) => ({ ...metricKeysOptions(runId), enabled })) });
 }
 
 /** Runs whose names contain `name`, newest first: the picker's list. */
@@ -181,15 +207,44 @@ function tooLong(table: SeriesTable, maxPoints: number): boolean {
   return false;
 }
 
-/** Apply a run's live points to every cached comparison that shows that run. */
-export function patchComparisons(queryClient: QueryClient, runId: number, points: readonly LivePoint[]): void {
+/** A copy of `table` with several runs' live points merged in: each touched key copied once. */
+export function mergeRunsPoints(table: SeriesTable, pointsByRun: ReadonlyMap<number, readonly LivePoint[]>): SeriesTable {
+  const byKey = new Map<string, Map<number, LivePoint[]>>();
+  for (const [runId, points] of pointsByRun) {
+    for (const point of points) {
+      let runs = byKey.get(point.key);
+      if (!runs) byKey.set(point.key, (runs = new Map()));
+      const list = runs.get(runId);
+      if (list) list.push(point);
+      else runs.set(runId, [point]);
+    }
+  }
+  if (byKey.size === 0) return table;
+  const next: SeriesTable = new Map(table);
+  for (const [key, runs] of byKey) {
+    const byRun = new Map(table.get(key) ?? []);
+    for (const [runId, list] of runs) byRun.set(runId, mergePoints(byRun.get(runId) ?? emptySeries(key), list));
+    next.set(key, byRun);
+  }
+  return next;
+}
+
+/**
+ * Apply runs' live points to every cached comparison that shows them: one new table per
+ * comparison however many runs' points came (a frame's worth, see LiveFeeds).
+ */
+export function patchComparisons(queryClient: QueryClient, pointsByRun: ReadonlyMap<number, readonly LivePoint[]>): void {
   for (const query of queryClient.getQueryCache().findAll({ queryKey: compareKeys.series })) {
     const params = query.queryKey[2] as SeriesQuery | undefined;
     if (!params) continue;
-    const wanted = pointsFor(params, runId, points);
-    if (wanted.length === 0) continue;
+    const wanted = new Map<number, LivePoint[]>();
+    for (const [runId, points] of pointsByRun) {
+      const shown = pointsFor(params, runId, points);
+      if (shown.length > 0) wanted.set(runId, shown);
+    }
+    if (wanted.size === 0) continue;
     // Until the first answer lands there is nothing to patch; the live buffer covers it.
-    const next = queryClient.setQueryData<SeriesTable>(query.queryKey, (old) => (old ? mergeRunPoints(old, runId, wanted) : old));
+    const next = queryClient.setQueryData<SeriesTable>(query.queryKey, (old) => (old ? mergeRunsPoints(old, wanted) : old));
     if (next && query.state.fetchStatus !== "fetching" && tooLong(next, params.maxPoints)) {
       void queryClient.invalidateQueries({ queryKey: query.queryKey, exact: true });
     }
