@@ -9,7 +9,12 @@ import { applyRunMessage, parseMessage, resyncRun, SeqTracker } from "../run/liv
 import { patchComparisons, resyncComparisons } from "./api";
 import { describeFeed, liveRuns, messageRun, runsSocketUrl, SLEEP_RESYNC_MS, type LiveRun } from "./feeds";
 
-/** Past this many ms without a frame (a hidden tab draws none) the points are applied anyway. */
+/**
+ * Live points are applied at most this often (ms), at an animation frame: each application
+ * realigns and redraws every chart with every run, which for 100 runs is most of a frame's time.
+ */
+export const FLUSH_INTERVAL_MS = 200;
+/** Past this many ms more without a frame (a hidden tab draws none) the points are applied anyway. */
 const FLUSH_FALLBACK_MS = 250;
 
 /**
@@ -17,8 +22,9 @@ const FLUSH_FALLBACK_MS = 250;
  * entries (status, keys) and every cached comparison showing it; a reconnect, a gap in a run's
  * seq or a new epoch refetches what may have been missed (that run's, or everything).
  *
- * Points are applied once a frame, every run's together: 100 runs at a batch a second each would
- * otherwise rebuild the comparison and redraw every chart 100 times a second.
+ * Points are applied every run's together, at a frame at most every FLUSH_INTERVAL_MS: 100 runs
+ * at a batch a second each would otherwise rebuild the comparison and redraw every chart 100
+ * times a second.
  */
 const RunsFeed = memo(function RunsFeed({ runIds, running }: { runIds: readonly number[]; running: number }) {
   const queryClient = useQueryClient();
@@ -27,17 +33,20 @@ const RunsFeed = memo(function RunsFeed({ runIds, running }: { runIds: readonly 
   // followed run sends one, and every later one would refetch everything again).
   const snapshotSeen = useRef(false);
   const pending = useRef(new Map<number, { message: WsMessage; at: number }[]>());
-  const scheduled = useRef<{ frame: number; timer: number } | null>(null);
+  const scheduled = useRef<{ frame: number; wait: number; timer: number } | null>(null);
+  const flushedAt = useRef(0);
 
   const flush = useCallback(() => {
     if (scheduled.current) {
       cancelAnimationFrame(scheduled.current.frame);
+      window.clearTimeout(scheduled.current.wait);
       window.clearTimeout(scheduled.current.timer);
       scheduled.current = null;
     }
     const batch = pending.current;
     if (batch.size === 0) return;
     pending.current = new Map();
+    flushedAt.current = performance.now();
     const pointsByRun = new Map<number, LivePoint[]>();
     for (const [runId, messages] of batch) {
       const points: LivePoint[] = [];
@@ -80,10 +89,12 @@ const RunsFeed = memo(function RunsFeed({ runIds, running }: { runIds: readonly 
         const entry = { message, at: performance.now() };
         if (list) list.push(entry);
         else pending.current.set(runId, [entry]);
-        scheduled.current ??= {
-          frame: requestAnimationFrame(flush),
-          timer: window.setTimeout(flush, FLUSH_FALLBACK_MS),
-        };
+        if (!scheduled.current) {
+          const delay = Math.max(0, flushedAt.current + FLUSH_INTERVAL_MS - entry.at);
+          const next = { frame: 0, wait: 0, timer: window.setTimeout(flush, delay + FLUSH_FALLBACK_MS) };
+          next.wait = window.setTimeout(() => (next.frame = requestAnimationFrame(flush)), delay);
+          scheduled.current = next;
+        }
         return false;
       }
       // Anything else lands after the points that came before it.
