@@ -27,6 +27,7 @@ from controlplane.chat.models import MAX_MESSAGE, ChatMessage, ChatSession, Mess
 from controlplane.chat.selectors import CHAT_RECIPE, chat_server_live
 from controlplane.checkpoints.models import Checkpoint
 from controlplane.evals.selectors import open_eval_judging
+from controlplane.runs.lifecycle import run_note_waiting
 from controlplane.runs.models import TERMINAL, Run, RunStatus
 from controlplane.runs.services import project_resolve, run_submit
 from controlplane.teams.models import Role as TeamRole
@@ -216,6 +217,11 @@ def chat_next(*, run: Run, wait_s: float) -> dict[str, Any] | None:
     """The next message for the chat server `run`, waiting up to `wait_s` (at most MAX_WAIT_S)
     for one: blocked on the run's Redis wake list, never polling the database in a loop."""
     _chat_run(run)
+    if run.waiting_for:
+        # The server asks for work only once its model's actor is up (workers/recipes/chat/run.py):
+        # nothing of it waits on the cluster now, whatever a reconcile pass read before (one that
+        # overlapped the actor's start, or could not ask Ray's state API, would keep the note).
+        run_note_waiting(run_id=run.id, note="")
     deadline = time.monotonic() + min(max(wait_s, 0.0), MAX_WAIT_S)
     while True:
         job = _claim(run)

@@ -174,6 +174,19 @@ def test_the_server_takes_messages_first_come_first_served_and_streams_the_reply
     assert (reply["text"], reply["tokens"], reply["ttft_ms"], reply["tokens_per_s"]) == ("oh", 2, 12.5, 40.0)
 
 
+def test_a_server_that_asks_for_work_no_longer_shows_a_wait(owner: Persona, checkpoint: Checkpoint) -> None:
+    """A note a reconcile pass left while the model's actor waited for CPUs goes once the server
+    asks for its first message: the chat page must not say "waiting" beside streaming replies."""
+    chat = chat_create(owner.client, checkpoint)
+    send(owner.client, chat["id"], "one")
+    [server] = chat_servers()
+    Run.objects.filter(id=server.id).update(waiting_for="waiting for cluster resources: 1 actor needs {CPU: 1}")
+    assert owner.client.get(f"/api/v1/chats/{chat['id']}").json()["server"]["waiting_for"]
+    assert post(server_client(server), f"/api/v1/runs/{server.id}/chat/next", {"wait_s": 0}).status_code == 200
+    assert owner.client.get(f"/api/v1/chats/{chat['id']}").json()["server"]["waiting_for"] == ""
+    assert Run.objects.get(id=server.id).waiting_since is None
+
+
 def test_only_the_chat_servers_own_token_serves(owner: Persona, checkpoint: Checkpoint, run: Run) -> None:
     send(owner.client, chat_create(owner.client, checkpoint)["id"])
     [server] = chat_servers()
