@@ -26,7 +26,12 @@ from controlplane.metrics.wire import KEY_RE, MAX_KEY_LEN, MAX_STEP
 from controlplane.runs.groups import groups_visible_to
 from controlplane.runs.models import Run
 from controlplane.runs.selectors import RUN_SORTS, runs_listed
-from controlplane.runs.serializers import RUN_LIST_PARAMETERS, RunListQuerySerializer, RunSummarySerializer
+from controlplane.runs.serializers import (
+    RUN_LIST_PARAMETERS,
+    RunDetailSerializer,
+    RunListQuerySerializer,
+    RunSummarySerializer,
+)
 
 MAX_RUNS = 1000
 MAX_GROUPS = 50
@@ -489,7 +494,7 @@ class CompareRunKeyOut(serializers.Serializer[Any]):
 
 
 class CompareRunOut(serializers.Serializer[Any]):
-    run = compare_runs.CompareRunSerializer(help_text="As GET /runs/{id} answers.")
+    run = RunDetailSerializer(help_text="As GET /runs/{id} answers.")
     keys = CompareRunKeyOut(many=True, help_text="As GET /runs/{id}/metrics/keys answers.")
 
 
@@ -513,7 +518,7 @@ class CompareRunsView(APIView):
         body.is_valid(raise_exception=True)
         runs = compare_runs.with_related(accessible_runs(request, body.validated_data["runs"]))
         keys = compare_runs.metric_keys_of_runs([run.id for run in runs])
-        details = compare_runs.CompareRunSerializer(runs, many=True).data
+        details = RunDetailSerializer(runs, many=True).data
         return Response(
             {"runs": [{"run": detail, "keys": keys.get(run.id, [])} for run, detail in zip(runs, details, strict=True)]}
         )

@@ -11,11 +11,8 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Prefetch, prefetch_related_objects
-from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers
 
 from controlplane.runs.models import Attempt, Run
-from controlplane.runs.serializers import RunDetailSerializer
 from workers.wire import encode_value
 
 # As POST /metrics/query: a comparison the page can draw in one bulk read.
@@ -53,14 +50,3 @@ def with_related(runs: list[Run]) -> list[Run]:
         runs, Prefetch("attempts", queryset=Attempt.objects.order_by("number")), "groups", "mlflow_params"
     )
     return runs
-
-
-class CompareRunSerializer(RunDetailSerializer):
-    """GET /runs/{id}'s answer, its params read from the prefetched rows."""
-
-    class Meta(RunDetailSerializer.Meta):
-        pass
-
-    @extend_schema_field(serializers.DictField(child=serializers.CharField()))
-    def get_params(self, run: Run) -> dict[str, str]:
-        return dict(sorted((param.key, param.value) for param in run.mlflow_params.all()))

@@ -101,7 +101,8 @@ class RunDetailSerializer(RunSummarySerializer):
 
     @extend_schema_field(serializers.DictField(child=serializers.CharField()))
     def get_params(self, run: Run) -> dict[str, str]:
-        return dict(run.mlflow_params.order_by("key").values_list("key", "value"))
+        # .all() so that a prefetch (POST /compare/runs prefetches every run's params) is used.
+        return dict(sorted((param.key, param.value) for param in run.mlflow_params.all()))
 
 
 class ProjectRefField(serializers.Field):  # type: ignore[type-arg]

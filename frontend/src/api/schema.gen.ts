@@ -1187,47 +1187,6 @@ export interface components {
          * @enum {string}
          */
         ChoiceEnum: "a" | "b" | "tie" | "both_bad";
-        /** @description GET /runs/{id}'s answer, its params read from the prefetched rows. */
-        CompareRun: {
-            readonly id: number;
-            name: string;
-            recipe: string;
-            status: components["schemas"]["StatusEnum"];
-            tags: string[];
-            readonly project: components["schemas"]["Project"];
-            readonly created_by: string;
-            /** Format: date-time */
-            readonly created_at: string;
-            /** Format: date-time */
-            readonly updated_at: string;
-            /** Format: date-time */
-            started_at: string | null;
-            /** Format: date-time */
-            finished_at: string | null;
-            /**
-             * Format: double
-             * @description Seconds the run's earlier attempts ran (a resumed run). Its duration is this plus (finished_at, or now while it runs) minus started_at, which is the current attempt's start.
-             */
-            readonly earlier_attempts_s: number;
-            failure_reason: string;
-            /** @description What the run's work waits for on the Ray cluster, e.g. 'waiting for cluster resources: 2 tasks need {CPU: 1}; 0.5 of 2 CPU free'; empty when nothing waits. */
-            readonly waiting_for: string;
-            /**
-             * Format: date-time
-             * @description When the wait in waiting_for began; null when nothing waits.
-             */
-            readonly waiting_since: string | null;
-            /** @description The groups (sweeps) the run is in. */
-            readonly groups: components["schemas"]["RunGroupRef"][];
-            config: unknown;
-            /** @description Params logged through the MLflow API (an external run's whole configuration), by key. */
-            readonly params: {
-                [key: string]: string;
-            };
-            log_tail: string;
-            cloned_from: number | null;
-            readonly attempts: components["schemas"]["Attempt"][];
-        };
         CompareRunKeyOut: {
             key: string;
             count: number;
@@ -1237,7 +1196,7 @@ export interface components {
         };
         CompareRunOut: {
             /** @description As GET /runs/{id} answers. */
-            run: components["schemas"]["CompareRun"];
+            run: components["schemas"]["RunDetail"];
             /** @description As GET /runs/{id}/metrics/keys answers. */
             keys: components["schemas"]["CompareRunKeyOut"][];
         };
