@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "controlplane.tracking",
     "controlplane.evals",
     "controlplane.chat",
+    "controlplane.diagnostics",
 ]
 
 MIDDLEWARE = [
