@@ -2,12 +2,12 @@
 
     .venv/bin/python -m benchmarks.battles [--items 50] [--votes 20000] [--voters 20] [--prompts 200]
         [--bursts 10] [--gap-s 3] [--web-workers 1] [--modes prepared,reserved]
-        [--database-url ...] [--redis-url ...]
+        [--database-url ...]
 
 Stacks side by side (`--modes`, the first two by default; web server with `--web-workers` processes,
-Celery worker and beat; no Ray), each with the same OPEN eval of `--items` candidates and
-`--votes` votes from `--voters` voters (written straight into its database, as
-benchmarks/ranking_live.py writes it), differing in their settings:
+Celery worker and beat; no Ray; each on a Redis server of its own, never REDIS_URL's), each with
+the same OPEN eval of `--items` candidates and `--votes` votes from `--voters` voters (written
+straight into its database, as benchmarks/ranking_live.py writes it), differing in their settings:
 
 - prepared: each voter's next battle is drawn by a Celery task while they read the one shown,
   which also writes the body battles/next returns into Redis; battles/next takes it and marks
@@ -175,12 +175,15 @@ def main() -> None:
     place = Place.of(args)
     stacks: dict[str, Stack] = {}
     try:
-        for n, mode in enumerate(modes):
+        for mode in modes:
             reserve, prepared = MODES[mode]
             env = {"BARREL_EVALS_RESERVE_NEXT": reserve, "BARREL_EVALS_NEXT_PREPARED": prepared,
                    "BARREL_WEB_WORKERS": str(args.web_workers)}  # fmt: skip
+            # Every stack on a Redis server of its own, the first too: on REDIS_URL's database any
+            # other Celery worker there (a test's, another stack's) takes reservation tasks off the
+            # shared queue, and prepared bodies of the same eval id would meet.
             stacks[mode] = bench_stack(place, with_ray=False, suffix=f"bench_battles_{mode.replace('-', '_')}",
-                                       own_redis=n > 0, env=env)  # fmt: skip
+                                       own_redis=True, env=env)  # fmt: skip
         worlds = {mode: seeded(stack, args) for mode, stack in stacks.items()}
         print(
             f"## battles/next: {args.items} candidates, {args.prompts} prompts, {args.votes} votes; "
