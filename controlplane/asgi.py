@@ -16,6 +16,7 @@ from controlplane.artifacts.asgi import UploadLimit  # noqa: E402
 from controlplane.auth.websocket import BearerAuthMiddleware  # noqa: E402
 from controlplane.chat.consumers import ChatConsumer  # noqa: E402
 from controlplane.evals.consumers import EvalConsumer  # noqa: E402
+from controlplane.evals.next_route import NextRoute  # noqa: E402
 from controlplane.metrics.ingest_route import IngestRoute  # noqa: E402
 from controlplane.runs.consumers import RunConsumer  # noqa: E402
 
@@ -39,8 +40,9 @@ websocket_urlpatterns = [
 application = ProtocolTypeRouter(
     {
         # Bearer-token metric batches skip Django's request machinery (see IngestRoute).
+        # A voter's prepared next battle is handed out off Django's one sync thread (see NextRoute).
         # Oversized artifact uploads are refused before Django reads them (see UploadLimit).
-        "http": IngestRoute(UploadLimit(django_asgi_app)),
+        "http": IngestRoute(NextRoute(UploadLimit(django_asgi_app))),
         "websocket": OriginCheck(BearerAuthMiddleware(URLRouter(websocket_urlpatterns)), settings.ALLOWED_HOSTS),
     }
 )

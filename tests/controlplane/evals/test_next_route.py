@@ -1,0 +1,168 @@
+"""The ASGI route for battles/next (evals/next_route.py) serves a user token's prepared battle as
+the view would, with the view's headers, and leaves everything else to Django, which answers as
+it always did: refused tokens, outsiders, viewers who may not vote, closed evals, run tokens,
+sessions, nothing prepared."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+from django.urls import resolve
+from django.utils import timezone
+
+from controlplane.asgi import application
+from controlplane.evals import next_route
+from controlplane.evals.api import BattleNextView
+from controlplane.evals.models import Serving
+from controlplane.teams.models import ApiToken, Membership, Role
+from controlplane.teams.tokens import digest
+from tests.conftest import Persona
+from tests.controlplane.evals.conftest import OpenEval, post
+from tests.controlplane.evals.test_prepared import put_back, stored
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MAX_ID = 2**63 - 1
+
+
+def via_asgi(path: str, token: str, method: str = "POST") -> httpx.Response:
+    """Through the ASGI application, as uvicorn serves it."""
+
+    async def call() -> httpx.Response:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            return await client.request(method, path, headers={"authorization": f"Bearer {token}"})
+
+    return asyncio.run(call())
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Eval ids of the requests the route answered itself."""
+    evals: list[int] = []
+    handle = next_route.handle
+
+    def counted(eval_id: int, secret: str) -> Any:
+        body = handle(eval_id, secret)
+        if body is not None:
+            evals.append(eval_id)
+        return body
+
+    monkeypatch.setattr(next_route, "handle", counted)
+    return evals
+
+
+def nexts(opened: OpenEval) -> str:
+    return f"/api/v1/evals/{opened.eval.id}/battles/next"
+
+
+def test_a_prepared_battle_is_served_by_the_route_as_the_view_serves_it(
+    live_eval: OpenEval, owner: Persona, served: list[int]
+) -> None:
+    opened = live_eval
+    first = via_asgi(nexts(opened), owner.token)  # nothing prepared yet: the view draws it
+    assert first.status_code == 200 and served == []
+    value = stored(opened, "alice")
+    assert value is not None
+    prepared = json.loads(value)
+    second = via_asgi(nexts(opened), owner.token)
+    assert served == [opened.eval.id]
+    assert second.status_code == 200 and second.json() == prepared["body"]
+    assert second.json()["battle"] != first.json()["battle"]
+    # The view's headers, but for the length of a body of other texts.
+    assert {**first.headers, "content-length": ""} == {**second.headers, "content-length": ""}
+    # Shown to this voter now: the ordinary path shows it as it showed the first, and the next
+    # one is prepared.
+    detail = owner.client.get(f"/api/v1/battles/{prepared['body']['battle']}").json()
+    assert {k: detail[k] for k in prepared["body"]} == prepared["body"]
+    reserved = Serving.objects.get(id=prepared["serving"])
+    assert reserved.served_at is not None
+    after = stored(opened, "alice")
+    assert after is not None and json.loads(after)["body"]["battle"] != prepared["body"]["battle"]
+    assert post(owner.client, f"/api/v1/battles/{prepared['body']['battle']}/votes", {"choice": "a"}).status_code == 201
+
+
+@pytest.mark.parametrize("change", ["revoked", "inactive", "removed", "viewer", "closed", "outsider"])
+def test_a_prepared_body_the_caller_may_not_see_is_left_to_django(
+    live_eval: OpenEval, owner: Persona, outsider: Persona, served: list[int], change: str
+) -> None:
+    opened = live_eval
+    assert via_asgi(nexts(opened), owner.token).status_code == 200
+    value = stored(opened, "alice")
+    assert value is not None
+    token = owner.token
+    if change == "revoked":
+        ApiToken.objects.filter(digest=digest(owner.token)).update(revoked_at=timezone.now())
+    elif change == "inactive":
+        owner.user.is_active = False
+        owner.user.save()
+    elif change == "removed":
+        Membership.objects.filter(user=owner.user).delete()
+    elif change == "viewer":
+        Membership.objects.filter(user=owner.user).update(role=Role.VIEWER)
+    elif change == "closed":
+        assert post(owner.client, f"/api/v1/evals/{opened.eval.id}/close", {}).status_code == 200
+        put_back(opened, "alice", value)
+    else:  # the owner's body under the outsider's id (the field names the voter, the claim checks it)
+        token = outsider.token
+        put_back(opened, "mallory", value)
+    refused = via_asgi(nexts(opened), token)
+    expected = {"revoked": 401, "inactive": 401, "removed": 404, "viewer": 403, "closed": 409, "outsider": 404}
+    assert refused.status_code == expected[change], refused.text
+    assert served == []
+    assert json.loads(value)["body"]["a"] not in refused.text
+    assert Serving.objects.get(id=json.loads(value)["serving"]).served_at is None
+
+
+def test_without_a_prepared_body_django_serves_and_prepares_the_next(
+    live_eval: OpenEval, owner: Persona, served: list[int], settings: Any
+) -> None:
+    opened = live_eval
+    settings.EVALS_NEXT_PREPARED = False
+    assert via_asgi(nexts(opened), owner.token).status_code == 200
+    assert stored(opened, "alice") is None
+    assert via_asgi(nexts(opened), owner.token).status_code == 200
+    assert served == []
+    settings.EVALS_NEXT_PREPARED = True
+    assert via_asgi(nexts(opened), owner.token).status_code == 200  # the reservation, the ordinary way
+    assert via_asgi(nexts(opened), owner.token).status_code == 200  # prepared by then
+    assert served == [opened.eval.id]
+    shown = Serving.objects.filter(voter=owner.user, served_at__isnull=False)
+    assert shown.count() == len(set(shown.values_list("battle_id", flat=True))) == 4
+
+
+def scope(path: str, method: str = "POST", authorization: bytes | None = b"Bearer brl_x") -> dict[str, Any]:
+    headers = [] if authorization is None else [(b"authorization", authorization)]
+    return {"type": "http", "method": method, "path": path, "headers": headers}
+
+
+@pytest.mark.parametrize("path", ["/api/v1/evals/1/battles/next", f"/api/v1/evals/{MAX_ID}/battles/next"])
+def test_every_path_the_route_claims_is_battles_next_in_urls(path: str) -> None:
+    assert next_route.claims(scope(path)) == (int(path.split("/")[4]), "brl_x")
+    assert getattr(resolve(path).func, "view_class", None) is BattleNextView
+
+
+@pytest.mark.parametrize(
+    "request_scope",
+    [
+        scope(f"/api/v1/evals/{MAX_ID + 1}/battles/next"),
+        scope("/api/v1/evals/x/battles/next"),
+        scope("/api/v1/evals/1/battles/next/"),
+        scope("/api/v1/evals/1/battles/next", method="GET"),
+        scope("/api/v1/evals/1/battles/next", authorization=None),  # a session, or nobody
+        scope("/api/v1/evals/1/battles/next", authorization=b"Bearer brr_x"),  # a run token
+        scope("/api/v1/evals/1/battles/next", authorization=b"Basic YTpi"),
+        scope("/api/v1/evals/1/battles/next", authorization=b"Bearer brl_x extra"),
+    ],
+)
+def test_the_route_leaves_other_requests_to_django(request_scope: dict[str, Any]) -> None:
+    assert next_route.claims(request_scope) is None
+
+
+def test_the_route_is_off_with_prepared_bodies(settings: Any) -> None:
+    settings.EVALS_NEXT_PREPARED = False
+    assert next_route.claims(scope("/api/v1/evals/1/battles/next")) is None
