@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class DiagnosticsConfig(AppConfig):
     name = "controlplane.diagnostics"
     label = "diagnostics"
+
+    def ready(self) -> None:
+        # Failure triage: a failed attempt is filed under its signature by a task, after commit.
+        from controlplane.diagnostics.failures import on_attempt_failed
+        from controlplane.runs.lifecycle import attempt_failed
+
+        attempt_failed.connect(on_attempt_failed, dispatch_uid="diagnostics.file_failure")

@@ -15,6 +15,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
+from django.dispatch import Signal
 from django.utils import timezone
 
 from controlplane import events
@@ -25,6 +26,11 @@ from controlplane.runs.serializers import RunSummarySerializer
 # once. A SUCCEEDED attempt's job exited cleanly after its last flush; its token keeps the
 # finished-run grace period (settings.METRICS_FINISHED_GRACE_S) like everyone else's.
 REVOKE_TOKENS_ON = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
+
+# Sent after commit when an attempt moved to FAILED, with `attempt_id` (a str) and `run_id`: the
+# apps above (diagnostics files the failure under its signature) hear of it without runs
+# importing them.
+attempt_failed = Signal()
 
 
 def run_event(run: Run, event_type: str = "run.status") -> dict[str, Any]:
@@ -84,6 +90,10 @@ def transition(
         run_id = Attempt.objects.filter(id=attempt_id).values_list("run_id", flat=True).get()
         if Run.objects.filter(id=run_id, status__in=frm).update(**run_fields):
             run_publish_status(run_id)
+        if to == RunStatus.FAILED:
+            transaction.on_commit(
+                lambda: attempt_failed.send(sender=Attempt, attempt_id=str(attempt_id), run_id=run_id), robust=True
+            )
     return True
 
 
