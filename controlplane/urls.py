@@ -14,6 +14,12 @@ from controlplane.chat.api import (
 )
 from controlplane.checkpoints.api import CheckpointListView, RunResumeView, RunSamplesSummaryView, RunSamplesView
 from controlplane.compare.api import CompareRunsView, CompareStatsView, GroupExportView, RunTableKeysView, RunTableView
+from controlplane.diagnostics.triage_api import (
+    FailureSignatureFixView,
+    FailureSignatureView,
+    TeamFailuresView,
+    TeamFixedPerWeekView,
+)
 from controlplane.evals.api import (
     BattleDetailView,
     BattleNextView,
@@ -136,6 +142,11 @@ api_v1 = [
     path("runs/<id:run_id>/chat/next", RunChatNextView.as_view()),
     path("runs/<id:run_id>/chat/<id:message_id>/tokens", RunChatTokensView.as_view()),
     path("runs/<id:run_id>/chat/<id:message_id>/done", RunChatDoneView.as_view()),
+    # Failure triage (controlplane.diagnostics.triage_api).
+    path("teams/<id:team_id>/failures", TeamFailuresView.as_view()),
+    path("teams/<id:team_id>/failures/fixed-per-week", TeamFixedPerWeekView.as_view()),
+    path("failures/<id:signature_id>", FailureSignatureView.as_view()),
+    path("failures/<id:signature_id>/fix", FailureSignatureFixView.as_view()),
 ]
 
 urlpatterns = [

@@ -40,6 +40,7 @@ from controlplane.artifacts.services import artifact_upload
 from controlplane.asgi import application, websocket_urlpatterns
 from controlplane.chat import services as chat_services
 from controlplane.checkpoints.models import Checkpoint
+from controlplane.diagnostics.failures import failure_file
 from controlplane.evals import battles as eval_battles
 from controlplane.evals import services as eval_services
 from controlplane.evals.models import Eval, Serving
@@ -354,6 +355,16 @@ ROUTES: dict[tuple[str, str], Call] = {
         chat=True,
     ),
     ("ws/chats/<int:session_id>/", "WEBSOCKET"): Call(CHAT_WATCH, (200,), "/ws/chats/{chat}/"),
+    # Failure triage (controlplane.diagnostics.triage_api): {failure} is a signature of the team's.
+    ("api/v1/teams/<id:team_id>/failures", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}/failures"),
+    ("api/v1/teams/<id:team_id>/failures/fixed-per-week", "GET"): Call(
+        TEAM_READ, (200,), "/api/v1/teams/{team}/failures/fixed-per-week"
+    ),
+    ("api/v1/failures/<id:signature_id>", "GET"): Call(TEAM_READ, (200,), "/api/v1/failures/{failure}"),
+    ("api/v1/failures/<id:signature_id>/fix", "POST"): Call(
+        TEAM_MEMBER, (200,), "/api/v1/failures/{failure}/fix", {"note": "n", "commit": "abcdef1"}
+    ),
+    ("api/v1/failures/<id:signature_id>/fix", "DELETE"): Call(TEAM_MEMBER, (200,), "/api/v1/failures/{failure}/fix"),
 }
 
 
@@ -472,6 +483,7 @@ def world(db: Any, settings: Any, artifacts_dir: Any) -> Iterator[World]:
     artifact_upload(run=world.run, path="notes.txt", body=io.BytesIO(b"notes"), declared_length=5)
     _evals(world)
     _chats(world)
+    _failures(world)
     group = run_groups.group_create(user=people[P.ADMIN], project=project.id, name="seeds", run_ids=[world.run.id])
     world.evals["group"] = str(group.id)
     yield world
@@ -531,6 +543,17 @@ def _chats(world: World) -> None:
     assert chat_services.chat_next(run=reply.server_run, wait_s=0) is not None
     world.chat_server = (reply.server_run, run_token_for(reply.server_run))
     world.evals.update(checkpoint=str(checkpoint.id), chat=str(session.id), message=str(reply.id))
+
+
+def _failures(world: World) -> None:
+    """A failed run of the team's, filed under its signature."""
+    run, _ = new_run(world)
+    attempt = run.attempts.get().id
+    lifecycle.transition(attempt, [RunStatus.QUEUED], RunStatus.RUNNING)
+    lifecycle.transition(attempt, [RunStatus.RUNNING], RunStatus.FAILED, reason="failed — KeyError: 'reward'")
+    failure = failure_file(attempt_id=attempt)
+    assert failure is not None
+    world.evals["failure"] = str(failure.signature_id)
 
 
 def _fill(template: Any, values: dict[str, str]) -> Any:
@@ -618,7 +641,7 @@ def database_state() -> str:
     """A digest of every row of Barrel's own tables: what a refused call must leave alone."""
     digest = hashlib.sha256()
     for model in apps.get_models():
-        labels = ("teams", "runs", "metrics", "checkpoints", "tracking", "evals", "chat", "auth")
+        labels = ("teams", "runs", "metrics", "checkpoints", "tracking", "evals", "chat", "auth", "diagnostics")
         if model._meta.app_label not in labels:
             continue
         rows = model._default_manager.order_by("pk").values()
