@@ -223,6 +223,7 @@ SPECTACULAR_SETTINGS = {
         "RecipeGenerateConfigDtypeEnum": ["auto", "float32", "bfloat16", "float16"],
         "RunGroupKindEnum": "controlplane.runs.models.RunGroupKind",
         "CompareSummaryEnum": "controlplane.compare.summaries.SUMMARIES",
+        "FailureStatusEnum": ["open", "fixed", "regressed"],
     },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

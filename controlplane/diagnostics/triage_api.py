@@ -36,7 +36,7 @@ _COMMIT = re.compile(r"^[0-9a-fA-F]{7,64}$")
 _FIXED = {"true": True, "false": False}
 
 
-class SeriesSerializer(serializers.Serializer[Any]):
+class FailureSeriesSerializer(serializers.Serializer[Any]):
     start = serializers.DateField(help_text="The first bucket's day (a Monday for weeks), UTC.")
     counts = serializers.ListField(child=serializers.IntegerField(), help_text="Failures per bucket, oldest first.")
 
@@ -67,18 +67,19 @@ class FailureSignatureSerializer(serializers.ModelSerializer[FailureSignature]):
             "daily",
         ]
 
+    @extend_schema_field({"type": "string", "enum": ["open", "fixed", "regressed"]})
     def get_status(self, signature: FailureSignature) -> str:
         if signature.regressed_at is not None:
             return "regressed"
         return "fixed" if signature.fixed_at is not None else "open"
 
-    @extend_schema_field(SeriesSerializer)
+    @extend_schema_field(FailureSeriesSerializer)
     def get_daily(self, signature: FailureSignature) -> Any:
         series = self.context["daily"][signature.id]
         return {"start": series.start, "counts": series.counts}
 
 
-class FailureSerializer(serializers.Serializer[Any]):
+class SignatureFailureSerializer(serializers.Serializer[Any]):
     run = serializers.IntegerField(source="run_id")
     run_name = serializers.CharField(source="run.name")
     run_status = serializers.CharField(source="run.status")
@@ -104,14 +105,14 @@ class FailureSignatureDetailSerializer(FailureSignatureSerializer):
             "example_log_tail",
         ]
 
-    @extend_schema_field(SeriesSerializer)
+    @extend_schema_field(FailureSeriesSerializer)
     def get_weekly(self, signature: FailureSignature) -> Any:
         series = self.context["weekly"][signature.id]
         return {"start": series.start, "counts": series.counts}
 
-    @extend_schema_field(FailureSerializer(many=True))
+    @extend_schema_field(SignatureFailureSerializer(many=True))
     def get_failures(self, signature: FailureSignature) -> Any:
-        return FailureSerializer(self.context["failures"], many=True).data
+        return SignatureFailureSerializer(self.context["failures"], many=True).data
 
     def _newest(self) -> Any:
         newest = self.context["failures"][:1]

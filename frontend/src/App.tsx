@@ -19,6 +19,8 @@ import { MlflowLinkPage } from "./pages/mlflow/MlflowLinkPage";
 import { RunPage } from "./pages/run/RunPage";
 import { RunsPage } from "./pages/runs/RunsPage";
 import { SubmitPage } from "./pages/submit/SubmitPage";
+import { FailurePage } from "./pages/triage/FailurePage";
+import { FailuresIndexPage, TriagePage } from "./pages/triage/TriagePage";
 
 function NotFound() {
   return <p>There is no page here.</p>;
@@ -46,6 +48,9 @@ export function App() {
         <Route path="compare" element={<ComparePage />} />
         <Route path="chat" element={<ChatPage />} />
         <Route path="chat/:id" element={<ChatSessionPage />} />
+        <Route path="failures" element={<FailuresIndexPage />} />
+        <Route path="failures/:id" element={<FailurePage />} />
+        <Route path="teams/:id/failures" element={<TriagePage />} />
         <Route path="*" element={<NotFound />} />
       </Route>
     </Routes>

@@ -323,6 +323,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/failures/{signature_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A failure signature: its normalised traceback, counts over time, its newest failures */
+        get: operations["failures_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/failures/{signature_id}/fix": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mark a failure signature fixed, with a note and the fixing commit (members)
+         * @description A failure of this signature after now marks it regressed. Marking it fixed again replaces the note and clears the regression.
+         */
+        post: operations["failures_fix_create"];
+        /** Take a fix back: the signature is open again (members) */
+        delete: operations["failures_fix_destroy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/groups": {
         parameters: {
             query?: never;
@@ -892,6 +930,40 @@ export interface paths {
         patch: operations["teams_partial_update"];
         trace?: never;
     };
+    "/api/v1/teams/{team_id}/failures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The team's failures grouped by signature: infra faults first, the most frequent on top */
+        get: operations["teams_failures_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/teams/{team_id}/failures/fixed-per-week": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Failure signatures marked fixed per week: the team's bug-fix throughput */
+        get: operations["teams_failures_fixed_per_week_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/teams/{team_id}/members": {
         parameters: {
             query?: never;
@@ -1434,6 +1506,103 @@ export interface components {
             uri: string;
             label: string;
         };
+        FailureSeries: {
+            /**
+             * Format: date
+             * @description The first bucket's day (a Monday for weeks), UTC.
+             */
+            start: string;
+            /** @description Failures per bucket, oldest first. */
+            counts: number[];
+        };
+        FailureSignature: {
+            readonly id: number;
+            team: number;
+            exception: string;
+            message: string;
+            fault: components["schemas"]["FaultEnum"];
+            cause: string;
+            count: number;
+            /** Format: date-time */
+            first_seen: string;
+            /** Format: date-time */
+            last_seen: string;
+            /** @description open; fixed; regressed: failed again after the fix. */
+            readonly status: components["schemas"]["FailureStatusEnum"];
+            /** Format: date-time */
+            fixed_at: string | null;
+            readonly fixed_by: string | null;
+            fixed_note: string;
+            fixed_commit: string;
+            /** Format: date-time */
+            regressed_at: string | null;
+            /** @description Failures per day, the last 30 days. */
+            readonly daily: components["schemas"]["FailureSeries"];
+        };
+        FailureSignatureDetail: {
+            readonly id: number;
+            team: number;
+            exception: string;
+            message: string;
+            fault: components["schemas"]["FaultEnum"];
+            cause: string;
+            count: number;
+            /** Format: date-time */
+            first_seen: string;
+            /** Format: date-time */
+            last_seen: string;
+            /** @description open; fixed; regressed: failed again after the fix. */
+            readonly status: components["schemas"]["FailureStatusEnum"];
+            /** Format: date-time */
+            fixed_at: string | null;
+            readonly fixed_by: string | null;
+            fixed_note: string;
+            fixed_commit: string;
+            /** Format: date-time */
+            regressed_at: string | null;
+            /** @description Failures per day, the last 30 days. */
+            readonly daily: components["schemas"]["FailureSeries"];
+            traceback: string;
+            /** @description Failures per week, the last 12 weeks. */
+            readonly weekly: components["schemas"]["FailureSeries"];
+            /** @description The newest 50 failures. */
+            readonly failures: components["schemas"]["SignatureFailure"][];
+            /** @description The newest failure's reason, as recorded. */
+            readonly example_reason: string;
+            /** @description The end of the newest failure's log, raw. */
+            readonly example_log_tail: string;
+        };
+        /** @enum {string} */
+        FailureStatusEnum: "open" | "fixed" | "regressed";
+        /**
+         * @description * `infra` - Infra
+         *     * `workload` - Workload
+         * @enum {string}
+         */
+        FaultEnum: "infra" | "workload";
+        FixInRequest: {
+            /**
+             * @description What was wrong, what fixed it.
+             * @default
+             */
+            note: string;
+            /**
+             * @description The fixing commit's hash (7 to 64 hex digits).
+             * @default
+             */
+            commit: string;
+        };
+        FixedWeek: {
+            /**
+             * Format: date
+             * @description The week's Monday, UTC.
+             */
+            week: string;
+            /** @description Signatures marked fixed that week (and not taken back). */
+            fixed: number;
+            /** @description Of those, how many failed again since. */
+            regressed: number;
+        };
         Generation: {
             /** Format: uuid */
             readonly id: string;
@@ -1714,6 +1883,21 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["EvalSet"][];
+        };
+        PaginatedFailureSignatureList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["FailureSignature"][];
         };
         PaginatedGenerationList: {
             /** @example 123 */
@@ -2835,6 +3019,17 @@ export interface components {
             /** @description The checkpoint's run; null for an outside model. */
             run: number | null;
             step: number | null;
+        };
+        SignatureFailure: {
+            run: number;
+            run_name: string;
+            run_status: string;
+            project: string;
+            /** Format: uuid */
+            attempt: string | null;
+            attempt_number?: number | null;
+            /** Format: date-time */
+            failed_at: string;
         };
         /**
          * @description * `QUEUED` - Queued
@@ -4147,6 +4342,179 @@ export interface operations {
                 };
             };
             /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    failures_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                signature_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FailureSignatureDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    failures_fix_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                signature_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["FixInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FailureSignatureDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    failures_fix_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                signature_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FailureSignatureDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6548,6 +6916,132 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    teams_failures_list: {
+        parameters: {
+            query?: {
+                /** @description Only these */
+                fault?: "infra" | "workload";
+                /** @description Only those marked fixed, or not */
+                fixed?: "true" | "false";
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                team_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedFailureSignatureList"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    teams_failures_fixed_per_week_list: {
+        parameters: {
+            query?: {
+                /** @description How many weeks (default 12) */
+                weeks?: number;
+            };
+            header?: never;
+            path: {
+                team_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FixedWeek"][];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
             403: {
                 headers: {
                     [name: string]: unknown;
