@@ -135,16 +135,18 @@ def parse(reason: str, log_tail: str) -> Parsed:
     the reason names (`<Ray's message> — <exception line>`) when the log has none; else the
     reason itself as the message, with no type."""
     lines = log_tail.splitlines()
+    # From the last traceback's header on; from the top when the tail cut the header off.
     start = max((i for i, line in enumerate(lines) if line.strip() == _TRACEBACK_START), default=-1)
+    lines = lines[start + 1 :]
     frames: list[Frame] = []
-    for line in lines[start + 1 :] if start >= 0 else []:
+    for line in lines:
         if found := _FRAME.match(line):
             path = found.group("path")
             frames.append(Frame(_basename(path), (found.group("func") or "<module>").strip(), path))
     exception = message = ""
     # The last exception line wins: chained tracebacks print the outermost last, and a Ray task
     # error prints the remote exception (the cause) after the driver's wrapper.
-    for line in reversed(lines[start + 1 :] if start >= 0 else lines):
+    for line in reversed(lines):
         if not line[:1].isspace() and (found := _EXCEPTION.match(line.rstrip())):
             exception, message = found.group("type"), found.group("message") or ""
             break

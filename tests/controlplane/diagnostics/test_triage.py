@@ -113,6 +113,11 @@ def same(a: tuple[str, str], b: tuple[str, str]) -> bool:
             id="user script ValueError, numbers and paths in the message",
         ),
         pytest.param(
+            ("", "step 9 done\n" + recipe_keyerror("/srv", 120)),
+            ("", recipe_keyerror("/srv", 120).split("Traceback (most recent call last):\n")[1]),
+            id="a tail that cut the traceback's header off",
+        ),
+        pytest.param(
             ("", actor_died("3f2a9c81d04b11e2b5a6c0ffee000001", 4242, "10.0.0.5")),
             ("", actor_died("ab99c81d04b11e2b5a6c0ffee0000777", 98, "172.31.4.19")),
             id="RayActorError, other actor ids, pids, ips",
@@ -295,3 +300,21 @@ def test_normalise_strips_what_varies() -> None:
 def test_an_empty_failure_still_has_a_signature() -> None:
     found = failure_signature("", "")
     assert found.message and len(found.fingerprint) == 64
+
+
+def test_a_chained_exception_is_filed_under_the_last_one_raised() -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/user/reward.py", line 10, in score\n'
+        "KeyError: 'answer'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/user/reward.py", line 14, in score\n'
+        "ValueError: sample 4412 has no answer\n"
+    )
+    found = failure_signature("", log)
+    assert (found.exception, found.message, found.frames) == (
+        "ValueError",
+        "sample <n> has no answer",
+        ("reward.py:score",),
+    )
