@@ -11,3 +11,9 @@ class DiagnosticsConfig(AppConfig):
         from controlplane.runs.lifecycle import attempt_failed
 
         attempt_failed.connect(on_attempt_failed, dispatch_uid="diagnostics.file_failure")
+
+        # Run diagnosis: a stored metrics batch's diagnosed points are queued for the updater.
+        from controlplane.diagnostics.feed import on_points_stored
+        from controlplane.metrics.signals import points_stored
+
+        points_stored.connect(on_points_stored, dispatch_uid="diagnostics.feed")

@@ -22,7 +22,7 @@ from functools import cache, lru_cache
 from typing import Any
 
 import kombu.exceptions
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 import numpy as np
 import redis
 from django.conf import settings

@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from controlplane.api import ApiError
 from controlplane.events import publish_on_commit
 from controlplane.metrics import merger
+from controlplane.metrics.signals import points_stored
 from controlplane.metrics.storage import marks, merges
 from controlplane.metrics.storage.points import Points, changed_points, copy_points, stage
 from controlplane.metrics.storage.series import create_series, lock_series, summarize
@@ -120,4 +121,17 @@ def _store(run_id: int, batch: PointBatch) -> int:
                 event = partial(_points_event, run_id, rows)
     if changed:
         publish_on_commit(run_id, event)
+        if points_stored.has_listeners():
+            transaction.on_commit(partial(_send_stored, run_id, batch))
     return changed
+
+
+def _send_stored(run_id: int, batch: PointBatch) -> None:
+    points_stored.send(
+        sender=PointBatch,
+        run_id=run_id,
+        names=batch.names,
+        key_index=batch.key_index,
+        steps=batch.steps,
+        values=batch.values,
+    )

@@ -1,0 +1,580 @@
+"""A run's diagnosis, folded in as points arrive: pure functions from (state, NewPoints) to the
+next state, and from a state to the report the API and the run page show.
+
+State (RunDiagnosis.state, JSON; the "alerts" sub-dict belongs to controlplane.diagnostics.alerts)
+-------------------------------------------------------------------------------------------------
+- ``totals[key]``: count, sum, min, max, first/last step and last value of every diagnosed key.
+- ``reg[key]``: running sums (n, Σx, Σy, Σxy, Σx²) of the stave keys against the step, for the
+  least-squares slope (seconds per step, per step) without rereading history.
+- ``buckets``: the run's history at bounded resolution: at most MAX_BUCKETS buckets of ``width``
+  steps (bucket i holds steps [i·width, (i+1)·width)), each with per-key (sum, count) of the keys
+  the views chart; when a point lands past the last bucket, adjacent buckets are merged pairwise
+  and the width doubles. Charts, the first and last tenth of the run and time-to-target read these.
+- ``engine_window``: the trailing ENGINE_WINDOW values of ``mismatch/engine_kl`` (step, value),
+  and ``engine_flags``: the flagged steps (newest MAX_FLAGS), each with why.
+- ``by_staleness``: engine_kl and lag_kl summed per staleness bucket. The recipe reports the KL
+  split per step, not per sample, so a step's figures go to the bucket of its rounded
+  ``offpolicy/staleness_mean``; keys ``mismatch/staleness_<k>/engine_kl|lag_kl``, when a recipe
+  reports them, are used as they are.
+- ``signal_window``: the trailing SIGNAL_WINDOW values of ``reward/zero_std_frac``.
+- ``goodput``: Σ generated tokens and Σ tokens with a learning signal (see scorecard).
+
+The barrel model (how the staves of a step overlap)
+--------------------------------------------------
+The GRPO recipe (workers/recipes/grpo/run.py) reports, per step: the producer staves
+``time/rollout_s`` and ``time/reward_s`` (busy seconds per worker; a chunk is scored while the
+next is generated, so the two overlap each other), the trainer staves ``time/old_logprob_s``,
+``time/ref_logprob_s``, ``time/train_s``, ``time/weight_sync_s``, ``time/checkpoint_s`` (serial on
+the trainer's path), ``idle/trainer_wait_s`` (the trainer waiting for scored batches) and
+``idle/rollout_wait_s`` (engines waiting for weights), and ``time/step_s`` (wall). Over the run's
+means:
+
+    step = T + W + O     T = Σ trainer staves,  W = trainer wait,  O = the rest (eval, driver)
+    P = max(rollout, reward + sandbox)          the producer path (its staves pipeline)
+    H = max(0, P - W)                           producer time hidden behind the trainer (measured:
+                                                ≈ 0 in sync mode, most of P in async mode)
+    E = max(0, P - H)                           the producer time exposed to the trainer
+
+"If stave X were twice as fast": a trainer stave makes T' = T - X/2 and the producer can hide at
+most T' (H' = min(H, T')); a producer stave makes P' the path with X halved. Then E' = max(0,
+P' - H'), the wait changes by what is exposed, W' = max(0, W + E' - E), and step' = T' + W' + O.
+The bounding stave is the one whose halving saves the most; a stave's share is its mean over the
+mean step. Each stave's trend: the least-squares slope of its time
+against the step, and its mean over the last tenth of the run against the first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from controlplane.diagnostics.feed import NewPoints
+
+VERSION = 1
+MAX_BUCKETS = 256
+ENGINE_WINDOW = 50
+SIGNAL_WINDOW = 20
+MAX_FLAGS = 50
+
+# Engine mismatch: a step is flagged when engine_kl is above this (a bf16 engine against an fp32
+# trainer sits around 1e-3..1e-2; the same precision, ~1e-6), or a spike: above the trailing
+# window's median + SPIKE_K · MAD (MAD floored, so a flat window does not flag noise).
+ENGINE_KL_THRESHOLD = 1e-3
+SPIKE_K = 6.0
+SPIKE_MIN_POINTS = 10
+# No learning signal: the trailing window's mean zero_std_frac above this.
+ZERO_SIGNAL_THRESHOLD = 0.5
+
+PRODUCER = {"rollout": "time/rollout_s", "reward": "time/reward_s", "sandbox": "time/sandbox_s"}
+TRAINER = {
+    "old_logprob": "time/old_logprob_s",
+    "reference": "time/ref_logprob_s",
+    "train": "time/train_s",
+    "weight_sync": "time/weight_sync_s",
+    "checkpoint": "time/checkpoint_s",
+}
+IDLE = {"trainer_wait": "idle/trainer_wait_s", "rollout_wait": "idle/rollout_wait_s"}
+STAVES = {**PRODUCER, **TRAINER, **IDLE}
+STEP = "time/step_s"
+ENGINE_KL, LAG_KL = "mismatch/engine_kl", "mismatch/lag_kl"
+STALENESS_MEAN = "offpolicy/staleness_mean"
+ZERO_STD = "reward/zero_std_frac"
+ZERO_ADV_TOKENS = "train/zero_adv_token_frac"
+REWARD = "reward/mean"
+TOKENS_PER_S, SAMPLES_PER_S = "perf/tokens_per_s", "perf/samples_per_s"
+DROPPED, GROUP_SIZE = "offpolicy/dropped", "train/group_size"
+# Keys kept per bucket (charts, tenths, time-to-target).
+BUCKETED = (*STAVES.values(), STEP, ENGINE_KL, LAG_KL, ZERO_STD, REWARD, STALENESS_MEAN, DROPPED)
+OFFPOLICY = (
+    "offpolicy/staleness_mean",
+    "offpolicy/staleness_max",
+    "offpolicy/dropped",
+    "offpolicy/queue_wait_s",
+    "mismatch/is_ratio_mean",
+    "mismatch/is_ratio_max",
+    "mismatch/tis_clip_frac",
+)
+
+
+def new_state() -> dict[str, Any]:
+    return {
+        "version": VERSION,
+        "totals": {},
+        "reg": {},
+        "buckets": {"width": 1, "rows": {}},
+        "engine_window": [],
+        "engine_flags": [],
+        "by_staleness": {},
+        "signal_window": [],
+        "goodput": {"tokens": 0.0, "signal_tokens": 0.0, "steps": 0},
+        "step_rows": {},
+    }
+
+
+# ---------------------------------------------------------------------------------------- fold
+
+
+def fold(state: dict[str, Any], new: NewPoints) -> dict[str, Any]:
+    """Fold the new points into the state (in place; returned). Never reads past points."""
+    if state.get("version") != VERSION:
+        alerts = state.get("alerts")
+        state.clear()
+        state.update(new_state())
+        if alerts is not None:
+            state["alerts"] = alerts
+    for key, (steps, values) in new.series.items():
+        finite = np.isfinite(values)
+        if not finite.any():
+            continue
+        s, v = steps[finite], values[finite]
+        _fold_totals(state["totals"], key, s, v)
+        if key in STAVES.values() or key == STEP:
+            _fold_reg(state["reg"], key, s, v)
+        if key in BUCKETED:
+            _fold_buckets(state["buckets"], key, s, v)
+        if key == ENGINE_KL:
+            _fold_engine(state, s, v)
+        elif key == ZERO_STD:
+            window = state["signal_window"] + [
+                [int(a), float(b)] for a, b in zip(s[-SIGNAL_WINDOW:], v[-SIGNAL_WINDOW:], strict=True)
+            ]
+            state["signal_window"] = window[-SIGNAL_WINDOW:]
+        elif key.startswith("mismatch/staleness_"):
+            _, bucket, which = key.split("/", 2)
+            _add(state["by_staleness"], bucket.removeprefix("staleness_"), which, float(v.sum()), len(v), reported=True)
+    _fold_step_rows(state, new)
+    return state
+
+
+def _fold_totals(totals: dict[str, Any], key: str, s: np.ndarray, v: np.ndarray) -> None:
+    t = totals.get(key)
+    if t is None:
+        t = totals[key] = {"n": 0, "sum": 0.0, "min": math.inf, "max": -math.inf, "first_step": int(s[0])}
+    t["n"] += len(v)
+    t["sum"] += float(v.sum())
+    t["min"] = min(t["min"], float(v.min()))
+    t["max"] = max(t["max"], float(v.max()))
+    t["first_step"] = min(t["first_step"], int(s[0]))
+    if "last_step" not in t or int(s[-1]) >= t["last_step"]:
+        t["last_step"], t["last"] = int(s[-1]), float(v[-1])
+
+
+def _fold_reg(reg: dict[str, list[float]], key: str, s: np.ndarray, v: np.ndarray) -> None:
+    x = s.astype(np.float64)
+    r = reg.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0])
+    r[0] += len(x)
+    r[1] += float(x.sum())
+    r[2] += float(v.sum())
+    r[3] += float((x * v).sum())
+    r[4] += float((x * x).sum())
+
+
+def _fold_buckets(buckets: dict[str, Any], key: str, s: np.ndarray, v: np.ndarray) -> None:
+    rows: dict[str, dict[str, list[float]]] = buckets["rows"]
+    while int(s[-1]) // buckets["width"] >= MAX_BUCKETS:
+        merged: dict[str, dict[str, list[float]]] = {}
+        for index, row in rows.items():
+            into = merged.setdefault(str(int(index) // 2), {})
+            for k, (total, count) in row.items():
+                acc = into.setdefault(k, [0.0, 0])
+                acc[0] += total
+                acc[1] += count
+        rows.clear()
+        rows.update(merged)
+        buckets["width"] *= 2
+    index = s // buckets["width"]
+    uniq, start = np.unique(index, return_index=True)
+    sums = np.add.reduceat(v, start)
+    counts = np.diff(np.append(start, len(v)))
+    for i, total, count in zip(uniq.tolist(), sums.tolist(), counts.tolist(), strict=True):
+        acc = rows.setdefault(str(i), {}).setdefault(key, [0.0, 0])
+        acc[0] += total
+        acc[1] += count
+
+
+def _fold_engine(state: dict[str, Any], s: np.ndarray, v: np.ndarray) -> None:
+    window: list[list[float]] = state["engine_window"]
+    flags: list[dict[str, Any]] = state["engine_flags"]
+    for step, value in zip(s.tolist(), v.tolist(), strict=True):
+        why = engine_flag(value, [w[1] for w in window])
+        if why is not None:
+            flags.append({"step": int(step), "engine_kl": value, "why": why})
+        window.append([int(step), value])
+    del window[:-ENGINE_WINDOW]
+    del flags[:-MAX_FLAGS]
+
+
+def engine_flag(value: float, trailing: list[float]) -> str | None:
+    """Why this engine_kl is flagged ("threshold", "spike"), or None."""
+    if value > ENGINE_KL_THRESHOLD:
+        return "threshold"
+    if len(trailing) >= SPIKE_MIN_POINTS:
+        median = float(np.median(trailing))
+        mad = float(np.median(np.abs(np.asarray(trailing) - median)))
+        floor = max(mad, 0.05 * abs(median), 1e-9)
+        if value > median + SPIKE_K * floor:
+            return "spike"
+    return None
+
+
+def _add(table: dict[str, Any], bucket: str, which: str, total: float, count: int, *, reported: bool) -> None:
+    row = table.setdefault(bucket, {"reported": reported})
+    if reported and not row["reported"]:  # the recipe's own split replaces the per-step proxy
+        row.clear()
+        row["reported"] = True
+    if row["reported"] != reported:
+        return
+    acc = row.setdefault(which, [0.0, 0])
+    acc[0] += total
+    acc[1] += count
+
+
+# Per step, the keys that need one another (staleness with the KL split; tokens, samples, step
+# time, drops and zero_std for goodput) wait here until the step's set is complete or a later
+# step arrives; bounded.
+ROW_KEYS = (
+    ENGINE_KL,
+    LAG_KL,
+    STALENESS_MEAN,
+    TOKENS_PER_S,
+    SAMPLES_PER_S,
+    STEP,
+    DROPPED,
+    ZERO_STD,
+    ZERO_ADV_TOKENS,
+    GROUP_SIZE,
+)
+MAX_OPEN_ROWS = 64
+
+
+def _fold_step_rows(state: dict[str, Any], new: NewPoints) -> None:
+    rows: dict[str, dict[str, float]] = state["step_rows"]
+    for key in ROW_KEYS:
+        if key in new.series:
+            steps, values = new.series[key]
+            for step, value in zip(steps.tolist(), values.tolist(), strict=True):
+                if math.isfinite(value):
+                    rows.setdefault(str(step), {})[key] = value
+    newest = new.last_step
+    for step in sorted(rows, key=int):
+        row = rows[step]
+        complete = all(k in row for k in (ENGINE_KL, LAG_KL, STALENESS_MEAN)) and all(
+            k in row for k in (TOKENS_PER_S, SAMPLES_PER_S, STEP, ZERO_STD)
+        )
+        stale = newest is not None and int(step) < newest - 1
+        if complete or stale or len(rows) > MAX_OPEN_ROWS:
+            _close_row(state, row)
+            del rows[step]
+
+
+def _close_row(state: dict[str, Any], row: dict[str, float]) -> None:
+    if STALENESS_MEAN in row:
+        bucket = str(round(row[STALENESS_MEAN]))
+        for key, which in ((ENGINE_KL, "engine_kl"), (LAG_KL, "lag_kl")):
+            if key in row:
+                _add(state["by_staleness"], bucket, which, row[key], 1, reported=False)
+    if all(k in row for k in (TOKENS_PER_S, STEP)):
+        tokens = row[TOKENS_PER_S] * row[STEP]
+        samples = row.get(SAMPLES_PER_S, 0.0) * row[STEP]
+        per_sample = tokens / samples if samples > 0 else 0.0
+        dropped_tokens = row.get(DROPPED, 0.0) * row.get(GROUP_SIZE, 1.0) * per_sample
+        no_signal = row.get(ZERO_ADV_TOKENS, row.get(ZERO_STD, 0.0))
+        g = state["goodput"]
+        g["tokens"] += tokens + dropped_tokens
+        g["signal_tokens"] += tokens * (1.0 - no_signal)
+        g["steps"] += 1
+
+
+# ---------------------------------------------------------------------------------------- views
+
+
+def _mean(state: Mapping[str, Any], key: str) -> float | None:
+    t = state["totals"].get(key)
+    return t["sum"] / t["n"] if t and t["n"] else None
+
+
+def _slope(reg: list[float] | None) -> float | None:
+    if not reg or reg[0] < 2:
+        return None
+    n, sx, sy, sxy, sxx = reg
+    den = n * sxx - sx * sx
+    return (n * sxy - sx * sy) / den if den > 0 else None
+
+
+def bucket_series(state: Mapping[str, Any], key: str) -> tuple[list[int], list[float | None]]:
+    """The key's per-bucket means, by the bucket's first step."""
+    width = state["buckets"]["width"]
+    rows = state["buckets"]["rows"]
+    steps, means = [], []
+    for index in sorted(rows, key=int):
+        acc = rows[index].get(key)
+        steps.append(int(index) * width)
+        means.append(acc[0] / acc[1] if acc and acc[1] else None)
+    return steps, means
+
+
+def _tenths(state: Mapping[str, Any], key: str) -> tuple[float | None, float | None]:
+    _, means = bucket_series(state, key)
+    values = [m for m in means if m is not None]
+    if len(values) < 2:
+        return None, None
+    k = max(1, len(values) // 10)
+    return float(np.mean(values[:k])), float(np.mean(values[-k:]))
+
+
+def what_if(means: Mapping[str, float], step: float, faster: str) -> float:
+    """The step time if stave `faster` took half as long (the model in the module docstring)."""
+    trainer = sum(means.get(name, 0.0) for name in TRAINER)
+    wait = means.get("trainer_wait", 0.0)
+    other = max(0.0, step - trainer - wait)
+
+    def producer(halved: str | None) -> float:
+        rollout = means.get("rollout", 0.0) * (0.5 if halved == "rollout" else 1.0)
+        score = sum(means.get(n, 0.0) * (0.5 if halved == n else 1.0) for n in ("reward", "sandbox"))
+        return max(rollout, score)
+
+    path = producer(None)
+    hidden = max(0.0, path - wait)
+    if faster in TRAINER:
+        trainer_after = trainer - means.get(faster, 0.0) / 2
+        exposed_after = max(0.0, path - min(hidden, trainer_after))
+    elif faster in PRODUCER:
+        trainer_after = trainer
+        exposed_after = max(0.0, producer(faster) - hidden)
+    else:
+        return step
+    # The wait changes by what the change exposes of the producer (or hides of it).
+    wait_after = max(0.0, wait + exposed_after - max(0.0, path - hidden))
+    return trainer_after + wait_after + other
+
+
+def barrel_view(state: Mapping[str, Any]) -> dict[str, Any]:
+    step = _mean(state, STEP)
+    means = {name: m for name, key in STAVES.items() if (m := _mean(state, key)) is not None}
+    if not means:
+        return {"staves": [], "bounding": None, "step_s": step, "what_if": None, "chart": {"steps": [], "staves": {}}}
+    if step is None or step <= 0:
+        step = (
+            sum(means.get(n, 0.0) for n in TRAINER)
+            + means.get("trainer_wait", 0.0)
+            + max(means.get("rollout", 0.0), means.get("reward", 0.0))
+        )
+    staves = []
+    best: tuple[float, str] | None = None
+    for name, key in STAVES.items():
+        if name not in means:
+            continue
+        first, last = _tenths(state, key)
+        saved = step - what_if(means, step, name) if name not in IDLE else 0.0
+        staves.append(
+            {
+                "name": name,
+                "key": key,
+                "kind": "producer" if name in PRODUCER else "trainer" if name in TRAINER else "idle",
+                "mean_s": means[name],
+                "share": means[name] / step if step > 0 else None,
+                "slope_s_per_step": _slope(state["reg"].get(key)),
+                "first_tenth_s": first,
+                "last_tenth_s": last,
+                "growth": (last / first - 1.0) if first and last is not None and first > 0 else None,
+                "saved_if_2x_s": saved,
+            }
+        )
+        if name not in IDLE and saved > 1e-12 and (best is None or saved > best[0]):
+            best = (saved, name)
+    bounding = best[1] if best else None
+    chart_steps, _ = bucket_series(state, STEP)
+    chart = {name: bucket_series(state, key)[1] for name, key in STAVES.items() if name in means}
+    return {
+        "step_s": step,
+        "staves": staves,
+        "bounding": bounding,
+        "what_if": (
+            {
+                "stave": bounding,
+                "step_s": what_if(means, step, bounding),
+                "speedup": step / what_if(means, step, bounding),
+            }
+            if bounding
+            else None
+        ),
+        "chart": {"steps": chart_steps, "step_s": bucket_series(state, STEP)[1], "staves": chart},
+    }
+
+
+def mismatch_view(state: Mapping[str, Any]) -> dict[str, Any]:
+    engine, lag = _mean(state, ENGINE_KL), _mean(state, LAG_KL)
+    attributed = None
+    engine_share = None
+    if engine is not None and lag is not None and engine + lag > 0:
+        engine_share = engine / (engine + lag)
+        attributed = "engine" if engine_share > 0.5 else "lag"
+    by_staleness = []
+    for bucket in sorted(state["by_staleness"], key=lambda b: int(b) if b.lstrip("-").isdigit() else 0):
+        row = state["by_staleness"][bucket]
+        e, lg = row.get("engine_kl"), row.get("lag_kl")
+        by_staleness.append(
+            {
+                "staleness": int(bucket) if bucket.lstrip("-").isdigit() else 0,
+                "steps": int(max(e[1] if e else 0, lg[1] if lg else 0)),
+                "engine_kl": e[0] / e[1] if e and e[1] else None,
+                "lag_kl": lg[0] / lg[1] if lg and lg[1] else None,
+                "reported": bool(row.get("reported")),
+            }
+        )
+    steps, engine_series = bucket_series(state, ENGINE_KL)
+    return {
+        "engine_kl_mean": engine,
+        "lag_kl_mean": lag,
+        "engine_share": engine_share,
+        "attributed_to": attributed,
+        "threshold": ENGINE_KL_THRESHOLD,
+        "flags": list(state["engine_flags"]),
+        "flagged": bool(state["engine_flags"]),
+        "by_staleness": by_staleness,
+        "chart": {"steps": steps, "engine_kl": engine_series, "lag_kl": bucket_series(state, LAG_KL)[1]},
+    }
+
+
+def _stats(state: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    t = state["totals"].get(key)
+    if not t:
+        return None
+    return {
+        "key": key,
+        "mean": t["sum"] / t["n"],
+        "min": t["min"],
+        "max": t["max"],
+        "last": t.get("last"),
+        "sum": t["sum"],
+        "n": t["n"],
+    }
+
+
+def offpolicy_view(state: Mapping[str, Any]) -> dict[str, Any]:
+    stats = [s for key in OFFPOLICY if (s := _stats(state, key)) is not None]
+    steps, staleness = bucket_series(state, STALENESS_MEAN)
+    dropped = state["totals"].get(DROPPED)
+    return {
+        "stats": stats,
+        "dropped_groups": dropped["sum"] if dropped else None,
+        "chart": {"steps": steps, "staleness_mean": staleness, "dropped": bucket_series(state, DROPPED)[1]},
+    }
+
+
+SIGNAL_ADVICE = (
+    "Most groups carry no learning signal: every sample of a group got the same reward, so its "
+    "advantages are zero. Usually fixed by a bigger group size (algorithm.group_size), or by a task "
+    "mix whose difficulty matches the policy: drop prompts it always solves or never does, or add "
+    "easier ones (or a denser, partial-credit reward)."
+)
+
+
+def signal_view(state: Mapping[str, Any]) -> dict[str, Any]:
+    window = state["signal_window"]
+    trailing = float(np.mean([v for _, v in window])) if window else None
+    flagged = trailing is not None and trailing > ZERO_SIGNAL_THRESHOLD
+    steps, series = bucket_series(state, ZERO_STD)
+    return {
+        "zero_std_frac_mean": _mean(state, ZERO_STD),
+        "zero_std_frac_trailing": trailing,
+        "trailing_steps": [window[0][0], window[-1][0]] if window else None,
+        "zero_adv_token_frac_mean": _mean(state, ZERO_ADV_TOKENS),
+        "threshold": ZERO_SIGNAL_THRESHOLD,
+        "flagged": flagged,
+        "advice": SIGNAL_ADVICE if flagged else None,
+        "chart": {"steps": steps, "zero_std_frac": series},
+    }
+
+
+def time_to_target(state: Mapping[str, Any], target: float) -> dict[str, Any] | None:
+    """The first bucket whose mean reward reaches `target`, and the wall-clock seconds (Σ step
+    time) to its end; None when no bucket has."""
+    steps, rewards = bucket_series(state, REWARD)
+    rows, width = state["buckets"]["rows"], state["buckets"]["width"]
+    elapsed = 0.0
+    for first, reward in zip(steps, rewards, strict=True):
+        acc = rows[str(first // width)].get(STEP)
+        elapsed += acc[0] if acc else 0.0
+        if reward is not None and reward >= target:
+            return {"target": target, "step": first + width - 1, "wall_s": elapsed}
+    return None
+
+
+def scorecard(
+    state: Mapping[str, Any], *, cpus: float | None = None, gpus: float | None = None, target: float | None = None
+) -> dict[str, Any]:
+    step = state["totals"].get(STEP)
+    wall_s = step["sum"] if step else None
+    first, last = _tenths(state, REWARD)
+    gained = (last - first) if first is not None and last is not None else None
+    hours = wall_s / 3600 if wall_s else None
+    g = state["goodput"]
+    step_mean = _mean(state, STEP)
+    idle = {
+        name: (m / step_mean if step_mean else None)
+        for name, key in IDLE.items()
+        if (m := _mean(state, key)) is not None
+    }
+    return {
+        "tokens_per_s": _mean(state, TOKENS_PER_S),
+        "samples_per_s": _mean(state, SAMPLES_PER_S),
+        "goodput": g["signal_tokens"] / g["tokens"] if g["tokens"] > 0 else None,
+        "steps": step["n"] if step else 0,
+        "wall_s": wall_s,
+        "reward_first": first,
+        "reward_last": last,
+        "reward_gained": gained,
+        "cpus": cpus,
+        "gpus": gpus,
+        "reward_per_cpu_hour": gained / (cpus * hours) if gained is not None and cpus and hours else None,
+        "reward_per_gpu_hour": gained / (gpus * hours) if gained is not None and gpus and hours else None,
+        "target_reward": target,
+        "time_to_target": time_to_target(state, target) if target is not None else None,
+        "idle_share": idle,
+    }
+
+
+def report(
+    state: Mapping[str, Any], *, cpus: float | None = None, gpus: float | None = None, target: float | None = None
+) -> dict[str, Any]:
+    return {
+        "barrel": barrel_view(state),
+        "mismatch": mismatch_view(state),
+        "offpolicy": offpolicy_view(state),
+        "signal": signal_view(state),
+        "scorecard": scorecard(state, cpus=cpus, gpus=gpus, target=target),
+    }
+
+
+SCORE_FIELDS = (
+    "tokens_per_s",
+    "samples_per_s",
+    "goodput",
+    "reward_gained",
+    "reward_per_cpu_hour",
+    "reward_per_gpu_hour",
+    "wall_s",
+)
+
+
+def group_scorecard(cards: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Per field, mean/min/max over the runs' scorecards (runs without the figure left out)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for field in (*SCORE_FIELDS, "time_to_target_s"):
+        values = [
+            float(v)
+            for c in cards
+            if (v := (c.get("time_to_target") or {}).get("wall_s") if field == "time_to_target_s" else c.get(field))
+            is not None
+        ]
+        out[field] = {
+            "mean": float(np.mean(values)) if values else None,
+            "min": min(values) if values else None,
+            "max": max(values) if values else None,
+            "runs": len(values),
+        }
+    return out

@@ -1,0 +1,180 @@
+"""The run diagnosis's views on synthetic series with planted answers (pure functions: no
+database), folded in batches as ingest would hand them over."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from controlplane.diagnostics import diagnosis as dx
+from controlplane.diagnostics.feed import NewPoints, decode, encode, merge, select
+
+
+def fold_in_batches(data: dict[str, tuple[np.ndarray, np.ndarray]], batch: int = 7) -> dict:
+    state = dx.new_state()
+    n = max(len(s) for s, _ in data.values())
+    for lo in range(0, n, batch):
+        part = {k: (s[lo : lo + batch], v[lo : lo + batch]) for k, (s, v) in data.items() if len(s[lo : lo + batch])}
+        dx.fold(state, NewPoints(run_id=1, series=part))
+    return state
+
+
+SYNC_TRAINER_BOUND = {
+    "time/rollout_s": 2.0,
+    "time/reward_s": 1.0,
+    "idle/trainer_wait_s": 2.2,
+    "time/old_logprob_s": 0.5,
+    "time/train_s": 6.0,
+    "time/weight_sync_s": 0.3,
+    "time/step_s": 9.0,
+}
+
+
+def test_a_planted_trainer_bound_names_train_and_estimates_the_halving():
+    state = fold_in_batches(_series(SYNC_TRAINER_BOUND))
+    view = dx.barrel_view(state)
+    assert view["bounding"] == "train"
+    # Sync: nothing of the producer hides behind the trainer; halving train saves 3 s of 9.
+    assert abs(view["what_if"]["step_s"] - 6.0) < 1e-6
+    shares = {s["name"]: s["share"] for s in view["staves"]}
+    assert abs(shares["train"] - 6.0 / 9.0) < 1e-9
+
+
+def _series(values: dict[str, float], steps: int = 200) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    s = np.arange(steps, dtype=np.int64)
+    return {k: (s, np.full(steps, v)) for k, v in values.items()}
+
+
+def test_a_planted_slow_reward_is_named_and_a_growing_stave_has_a_trend():
+    planted = dict(SYNC_TRAINER_BOUND, **{"time/reward_s": 12.0, "idle/trainer_wait_s": 12.2, "time/step_s": 19.0})
+    data = _series(planted)
+    s = data["time/train_s"][0]
+    data["time/train_s"] = (s, 6.0 + 0.01 * s)  # update time growing with steps
+    state = fold_in_batches(data)
+    view = dx.barrel_view(state)
+    assert view["bounding"] == "reward"
+    train = next(x for x in view["staves"] if x["name"] == "train")
+    assert abs(train["slope_s_per_step"] - 0.01) < 1e-9
+    assert train["growth"] > 0.2
+    rollout = next(x for x in view["staves"] if x["name"] == "rollout")
+    assert abs(rollout["slope_s_per_step"]) < 1e-12
+
+
+def test_in_async_mode_hidden_rollout_is_not_bounding():
+    # The producer (8 s) runs behind the trainer (7 s): the trainer waits only 1 s a step.
+    planted = {
+        "time/rollout_s": 8.0,
+        "time/reward_s": 1.0,
+        "idle/trainer_wait_s": 1.0,
+        "time/train_s": 6.0,
+        "time/old_logprob_s": 1.0,
+        "time/step_s": 8.0,
+    }
+    view = dx.barrel_view(fold_in_batches(_series(planted)))
+    assert view["bounding"] == "rollout"  # halving it removes the wait: 1 s
+    assert abs(view["what_if"]["step_s"] - 7.0) < 1e-9
+    saved = {s["name"]: s["saved_if_2x_s"] for s in view["staves"]}
+    assert abs(saved["train"]) < 1e-9  # train halved: the 8 s producer is exposed instead
+
+
+def test_planted_engine_mismatch_is_attributed_to_the_engine_and_flagged_at_its_steps():
+    rng = np.random.default_rng(0)
+    s = np.arange(300, dtype=np.int64)
+    engine = 1e-6 * (1 + 0.1 * rng.random(300))
+    engine[[120, 121, 250]] = 5e-3  # a refit bug at these steps
+    data = {
+        "mismatch/engine_kl": (s, engine),
+        "mismatch/lag_kl": (s, np.full(300, 1e-7)),
+        "offpolicy/staleness_mean": (s, np.zeros(300)),
+    }
+    view = dx.mismatch_view(fold_in_batches(data, batch=13))
+    assert view["attributed_to"] == "engine"
+    assert [f["step"] for f in view["flags"]] == [120, 121, 250]
+
+
+def test_a_small_spike_above_the_trailing_median_is_flagged():
+    s = np.arange(100, dtype=np.int64)
+    engine = np.full(100, 1e-6) * (1 + 0.01 * np.sin(s))
+    engine[60] = 5e-5
+    view = dx.mismatch_view(fold_in_batches({"mismatch/engine_kl": (s, engine)}))
+    assert [(f["step"], f["why"]) for f in view["flags"]] == [(60, "spike")]
+
+
+def test_planted_staleness_is_attributed_to_lag_by_bucket():
+    s = np.arange(120, dtype=np.int64)
+    staleness = (s % 3).astype(np.float64)
+    data = {
+        "mismatch/engine_kl": (s, np.full(120, 1e-6)),
+        "mismatch/lag_kl": (s, 1e-4 * staleness),
+        "offpolicy/staleness_mean": (s, staleness),
+        "perf/tokens_per_s": (s, np.full(120, 100.0)),
+        "perf/samples_per_s": (s, np.full(120, 1.0)),
+        "time/step_s": (s, np.full(120, 1.0)),
+        "reward/zero_std_frac": (s, np.zeros(120)),
+    }
+    view = dx.mismatch_view(fold_in_batches(data))
+    assert view["attributed_to"] == "lag"
+    by = {b["staleness"]: b for b in view["by_staleness"]}
+    assert sorted(by) == [0, 1, 2]
+    assert by[0]["lag_kl"] == 0.0 and abs(by[2]["lag_kl"] - 2e-4) < 1e-12
+    assert by[2]["steps"] == 40
+    assert not view["flagged"]
+
+
+def test_no_learning_signal_is_flagged_with_advice_and_a_healthy_run_is_not():
+    s = np.arange(60, dtype=np.int64)
+    low = dx.signal_view(fold_in_batches({"reward/zero_std_frac": (s, np.full(60, 0.94))}))
+    assert low["flagged"] and "group size" in low["advice"]
+    ok = dx.signal_view(fold_in_batches({"reward/zero_std_frac": (s, np.where(s < 40, 0.9, 0.2))}))
+    assert not ok["flagged"] and ok["advice"] is None
+
+
+def test_goodput_counts_drops_and_zero_signal_groups():
+    s = np.arange(10, dtype=np.int64)
+    data = {
+        "perf/tokens_per_s": (s, np.full(10, 100.0)),  # 1000 tokens a step over 10 s
+        "perf/samples_per_s": (s, np.full(10, 1.0)),  # 10 samples: 100 tokens each
+        "time/step_s": (s, np.full(10, 10.0)),
+        "offpolicy/dropped": (s, np.full(10, 1.0)),  # one group of 4 dropped: 400 tokens
+        "train/group_size": (s, np.full(10, 4.0)),
+        "reward/zero_std_frac": (s, np.full(10, 0.5)),
+    }
+    card = dx.scorecard(fold_in_batches(data, batch=3), cpus=4, gpus=1, target=None)
+    assert abs(card["goodput"] - 500 / 1400) < 1e-9
+
+
+def test_scorecard_reward_per_hour_and_time_to_target():
+    s = np.arange(100, dtype=np.int64)
+    data = {"reward/mean": (s, s / 100.0), "time/step_s": (s, np.full(100, 36.0))}
+    card = dx.scorecard(fold_in_batches(data), cpus=2.0, gpus=1.0, target=0.5)
+    # 100 steps of 36 s = 1 h; reward from ~0.045 (first tenth) to ~0.945 (last tenth).
+    assert abs(card["wall_s"] - 3600) < 1e-6
+    assert abs(card["reward_gained"] - 0.9) < 1e-9
+    assert abs(card["reward_per_cpu_hour"] - 0.45) < 1e-9 and abs(card["reward_per_gpu_hour"] - 0.9) < 1e-9
+    assert card["time_to_target"] == {"target": 0.5, "step": 50, "wall_s": 51 * 36.0}
+    group = dx.group_scorecard([card, dx.scorecard(fold_in_batches(data), cpus=4.0, gpus=None, target=0.5)])
+    per_cpu = group["reward_per_cpu_hour"]
+    assert per_cpu["min"] is not None and per_cpu["max"] is not None
+    assert abs(per_cpu["min"] - per_cpu["max"] / 2) < 1e-12
+    assert group["reward_per_gpu_hour"]["runs"] == 1
+
+
+def test_history_stays_bounded_as_steps_grow():
+    s = np.arange(100_000, dtype=np.int64)
+    state = fold_in_batches({"time/step_s": (s, np.ones(100_000))}, batch=10_000)
+    assert len(state["buckets"]["rows"]) <= dx.MAX_BUCKETS
+    assert dx._mean(state, "time/step_s") == 1.0
+
+
+def test_feed_keeps_diagnosed_and_non_finite_keys_and_the_last_write_of_a_step():
+    names = ["reward/mean", "custom/x", "custom/bad", "time/step_s"]
+    keys = [0, 1, 2, 3, 0, 2]
+    steps = [5, 5, 5, 5, 4, 6]
+    values = [1.0, 2.0, float("nan"), 3.0, 0.5, 1.0]
+    picked = select(names, keys, steps, values)
+    assert picked is not None and picked[0] == ["reward/mean", "custom/bad", "time/step_s"]
+    again = select(["reward/mean"], [0], [5], [9.0])
+    assert again is not None
+    new = merge(7, [decode(encode(*picked)), decode(encode(*again))])
+    assert new.series["reward/mean"][0].tolist() == [4, 5] and new.series["reward/mean"][1].tolist() == [0.5, 9.0]
+    assert np.isnan(new.series["custom/bad"][1][0])
+    assert select(["custom/x"], [0], [1], [1.0]) is None
