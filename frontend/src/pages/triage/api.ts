@@ -26,6 +26,7 @@ export interface TriageFilters {
 }
 
 export const PAGE_SIZE = 50;
+export const LIST_REFETCH_MS = 30_000;
 
 export const triageKeys = {
   /** Everything of one team's triage, invalidated together after a fix. */
@@ -44,6 +45,8 @@ export function useTeamFailures(teamId: number, filters: TriageFilters, offset: 
         signal,
       }),
     placeholderData: keepPreviousData,
+    // Failures are filed by a task as runs fail: the list keeps up without a socket of its own.
+    refetchInterval: LIST_REFETCH_MS,
   });
 }
 
