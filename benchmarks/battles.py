@@ -1,17 +1,20 @@
 """Next-battle latency with many voters asking at once, through the web server:
 
     .venv/bin/python -m benchmarks.battles [--items 50] [--votes 20000] [--voters 20] [--prompts 200]
-        [--bursts 10] [--gap-s 3] [--web-workers 1] [--modes prepared,reserved]
+        [--bursts 10] [--gap-s 3] [--web-workers 1] [--modes prepared,prepared-view,reserved]
         [--database-url ...]
 
-Stacks side by side (`--modes`, the first two by default; web server with `--web-workers` processes,
+Stacks side by side (`--modes`, the first three by default; web server with `--web-workers` processes,
 Celery worker and beat; no Ray; each on a Redis server of its own, never REDIS_URL's), each with
 the same OPEN eval of `--items` candidates and `--votes` votes from `--voters` voters (written
 straight into its database, as benchmarks/ranking_live.py writes it), differing in their settings:
 
 - prepared: each voter's next battle is drawn by a Celery task while they read the one shown,
   which also writes the body battles/next returns into Redis; battles/next takes it and marks
-  the reservation shown with one conditional UPDATE (BARREL_EVALS_NEXT_PREPARED=1, the default);
+  the reservation shown with one conditional UPDATE (BARREL_EVALS_NEXT_PREPARED=1, the default),
+  on the ASGI route's threads (evals/next_route.py; BARREL_EVALS_NEXT_ROUTE=1, the default);
+- prepared-view: the same, but through the Django view on its one sync thread
+  (BARREL_EVALS_NEXT_ROUTE=0, the behaviour before the route);
 - reserved: the same reservation, but battles/next reads it and builds its body from the
   database (BARREL_EVALS_NEXT_PREPARED=0, the behaviour before prepared bodies);
 - in-line: every battles/next draws the battle itself (=0, the behaviour before reservations),
@@ -45,8 +48,13 @@ import httpx
 from benchmarks.common import Place, add_place_options, bench_stack, median, pct
 from controlplane.devstack import Stack
 
-# Each stack's settings: BARREL_EVALS_RESERVE_NEXT, BARREL_EVALS_NEXT_PREPARED.
-MODES = {"prepared": ("1", "1"), "reserved": ("1", "0"), "in-line": ("0", "0")}
+# Each stack's settings: BARREL_EVALS_RESERVE_NEXT, BARREL_EVALS_NEXT_PREPARED, BARREL_EVALS_NEXT_ROUTE.
+MODES = {
+    "prepared": ("1", "1", "1"),
+    "prepared-view": ("1", "1", "0"),
+    "reserved": ("1", "0", "0"),
+    "in-line": ("0", "0", "0"),
+}
 
 
 def seed(items: int, votes: int, voters: int, prompts: int) -> dict[str, Any]:
@@ -141,9 +149,13 @@ def steady(url: str, eval_id: int, clients: list[httpx.Client], think_s: float, 
     return times
 
 
+def loadavg() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def summary(name: str, t: list[float]) -> str:
     return (
-        f"{name:>8}: median {median(t) * 1000:6.0f} ms, p90 {pct(t, 0.9) * 1000:6.0f} ms, "
+        f"{name:>13}: median {median(t) * 1000:6.0f} ms, p90 {pct(t, 0.9) * 1000:6.0f} ms, "
         f"p99 {pct(t, 0.99) * 1000:6.0f} ms, max {max(t) * 1000:6.0f} ms (n={len(t)})"
     )
 
@@ -161,7 +173,9 @@ def main() -> None:
     parser.add_argument(
         "--gap-s", type=float, default=3.0, help="seconds after each burst: the voters read before they all ask again"
     )
-    parser.add_argument("--modes", default="prepared,reserved", help="the stacks to compare, of " + ", ".join(MODES))
+    parser.add_argument(
+        "--modes", default="prepared,prepared-view,reserved", help="the stacks to compare, of " + ", ".join(MODES)
+    )
     parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)  # inside a stack's environment
     add_place_options(parser)
     args = parser.parse_args()
@@ -176,9 +190,9 @@ def main() -> None:
     stacks: dict[str, Stack] = {}
     try:
         for mode in modes:
-            reserve, prepared = MODES[mode]
+            reserve, prepared, route = MODES[mode]
             env = {"BARREL_EVALS_RESERVE_NEXT": reserve, "BARREL_EVALS_NEXT_PREPARED": prepared,
-                   "BARREL_WEB_WORKERS": str(args.web_workers)}  # fmt: skip
+                   "BARREL_EVALS_NEXT_ROUTE": route, "BARREL_WEB_WORKERS": str(args.web_workers)}  # fmt: skip
             # Every stack on a Redis server of its own, the first too: on REDIS_URL's database any
             # other Celery worker there (a test's, another stack's) takes reservation tasks off the
             # shared queue, and prepared bodies of the same eval id would meet.
@@ -188,7 +202,7 @@ def main() -> None:
         print(
             f"## battles/next: {args.items} candidates, {args.prompts} prompts, {args.votes} votes; "
             f"{args.voters} voters asking at once, {args.bursts} bursts per stack, "
-            f"{args.web_workers} web process(es) each"
+            f"{args.web_workers} web process(es) each; load average {loadavg()}"
         )
         clients = {
             mode: [httpx.Client(headers={"Authorization": f"Bearer {t}"}, timeout=120) for t in world["tokens"]]
@@ -221,6 +235,7 @@ def main() -> None:
         }
         for mode in modes:
             print(summary(mode, paced[mode]))
+        print(f"load average at the end {loadavg()} ({os.cpu_count()} cores)")
     finally:
         for stack in stacks.values():
             stack.stop()

@@ -238,9 +238,10 @@ class BattleNextView(APIView):
     )
     def post(self, request: Request, eval_id: int) -> Response:
         # The reservation's body prepared in Redis (prepared.py): no eval to read, no body to build.
-        body = body_take(eval_id=eval_id, voter=request.user)
+        voter: Any = request.user  # authenticated: a user with an id
+        body = body_take(eval_id=eval_id, voter=voter)
         if body is not None:
-            battles.battle_shown(eval_id=eval_id, voter=request.user)
+            battles.battle_shown(eval_id=eval_id, voter_id=voter.pk)
             return Response(body)
         evaluation = _eval(request, eval_id, lean=True)
         _check_may_vote(request.user, evaluation)

@@ -60,14 +60,14 @@ def battle_next(*, voter: Any, evaluation: Eval) -> Serving | None:
         with transaction.atomic():
             serving = serving_draw(evaluation=evaluation, voter=voter, shown=True)
     if serving is not None:
-        battle_shown(eval_id=evaluation.id, voter=voter)
+        battle_shown(eval_id=evaluation.id, voter_id=voter.pk)
     return serving
 
 
-def battle_shown(*, eval_id: int, voter: Any) -> None:
+def battle_shown(*, eval_id: int, voter_id: int) -> None:
     """A battle was just shown to the voter: reserve the one after it once this commits."""
     if settings.EVALS_RESERVE_NEXT:
-        battle_prepare_on_commit(eval_id, voter.pk)
+        battle_prepare_on_commit(eval_id, voter_id)
 
 
 def vote_cast(*, voter: Any, serving: Serving, choice: str, comment: str = "") -> Vote:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -38,9 +39,8 @@ _clients: dict[str, redis.Redis] = {}
 # uuid4, so a body outlived by its rows matches no other), its eval OPEN, and the voter a member
 # of the eval's team who may vote there. One statement, written out as battles._TAKE_RESERVED
 # is: no ORM compiling on the hot path.
-_CLAIM = """
-UPDATE evals_serving s SET served_at = now()
-FROM evals_battle b
+_SHOWN = "UPDATE evals_serving s SET served_at = now() FROM "
+_STILL_THEIRS = """evals_battle b
 JOIN evals_eval e ON e.id = b.eval_id
 JOIN teams_project p ON p.id = e.project_id
 JOIN teams_team t ON t.id = p.team_id
@@ -49,6 +49,19 @@ WHERE s.id = %s AND s.battle_id = %s AND s.voter_id = %s AND s.served_at IS NULL
   AND b.id = s.battle_id AND e.id = %s AND e.status = %s
   AND m.user_id = s.voter_id AND (m.role <> %s OR t.viewers_may_vote)
 """
+_CLAIM = _SHOWN + _STILL_THEIRS
+
+# The same, for a caller known by a user token's digest alone (next_route.py): the token is still
+# one auth.bearer.resolve_bearer accepts (not revoked, its user active) and this voter's; its id
+# and last use come back so it is touched as bearer authentication touches it.
+_CLAIM_HOLDER = (
+    _SHOWN
+    + "teams_apitoken k JOIN auth_user u ON u.id = k.user_id CROSS JOIN "
+    + _STILL_THEIRS
+    + """  AND k.digest = %s AND k.revoked_at IS NULL AND u.is_active AND k.user_id = s.voter_id
+RETURNING k.id, k.last_used_at
+"""
+)
 
 
 def _redis() -> redis.Redis:
@@ -103,28 +116,51 @@ def body_store(serving: Serving) -> None:
         logger.warning("battle body of serving %s not prepared: %s", serving.id, exc)
 
 
+def _stored(eval_id: int, voter_id: int) -> dict[str, Any] | None:
+    """The voter's prepared reservation, taken out of Redis so no two requests hand it out."""
+    try:
+        with _redis().pipeline(transaction=True) as pipe:
+            pipe.hget(key(eval_id), str(voter_id))
+            pipe.hdel(key(eval_id), str(voter_id))
+            raw, _ = pipe.execute()
+    except redis.exceptions.RedisError as exc:
+        logger.warning("prepared battle of eval %s not read: %s", eval_id, exc)
+        return None
+    return None if raw is None else dict(json.loads(raw))
+
+
 def body_take(*, eval_id: int, voter: Any) -> dict[str, Any] | None:
     """The prepared body of the voter's reserved battle, marked shown now; None when there is
     none to hand out (the caller then goes the ordinary way)."""
     if not settings.EVALS_NEXT_PREPARED:
         return None
-    try:
-        with _redis().pipeline(transaction=True) as pipe:
-            pipe.hget(key(eval_id), str(voter.pk))
-            pipe.hdel(key(eval_id), str(voter.pk))
-            raw, _ = pipe.execute()
-    except redis.exceptions.RedisError as exc:
-        logger.warning("prepared battle of eval %s not read: %s", eval_id, exc)
+    stored = _stored(eval_id, voter.pk)
+    if stored is None:
         return None
-    if raw is None:
-        return None
-    stored = json.loads(raw)
     with connection.cursor() as cursor:
         cursor.execute(
             _CLAIM, [stored["serving"], stored["body"]["battle"], voter.pk, eval_id, EvalStatus.OPEN, Role.VIEWER]
         )
         claimed = cursor.rowcount == 1
     return dict(stored["body"]) if claimed else None
+
+
+def body_take_by_token(
+    *, eval_id: int, voter_id: int, token_digest: str
+) -> tuple[dict[str, Any], int, datetime | None] | None:
+    """body_take for the holder of a user token, the token checked in the same statement: the
+    body, the token's id and its last use; None when there is none to hand out or the token is
+    no longer good (the caller then goes the ordinary way, which authenticates)."""
+    if not settings.EVALS_NEXT_PREPARED:
+        return None
+    stored = _stored(eval_id, voter_id)
+    if stored is None:
+        return None
+    args = [stored["serving"], stored["body"]["battle"], voter_id, eval_id, EvalStatus.OPEN, Role.VIEWER, token_digest]
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_HOLDER, args)
+        row = cursor.fetchone()
+    return None if row is None else (dict(stored["body"]), row[0], row[1])
 
 
 def bodies_drop(eval_id: int) -> None:

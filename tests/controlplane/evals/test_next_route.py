@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -56,6 +58,18 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return evals
 
 
+def prepared_after(opened: OpenEval, name: str, battle: str | None = None) -> dict[str, Any]:
+    """The voter's prepared body once there is one (other than `battle`'s): the route reserves
+    the next battle after its answer is sent, on a thread of its own."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        value = stored(opened, name)
+        if value is not None and json.loads(value)["body"]["battle"] != battle:
+            return dict(json.loads(value))
+        time.sleep(0.01)
+    raise AssertionError(f"no next battle prepared for {name}")
+
+
 def nexts(opened: OpenEval) -> str:
     return f"/api/v1/evals/{opened.eval.id}/battles/next"
 
@@ -81,8 +95,7 @@ def test_a_prepared_battle_is_served_by_the_route_as_the_view_serves_it(
     assert {k: detail[k] for k in prepared["body"]} == prepared["body"]
     reserved = Serving.objects.get(id=prepared["serving"])
     assert reserved.served_at is not None
-    after = stored(opened, "alice")
-    assert after is not None and json.loads(after)["body"]["battle"] != prepared["body"]["battle"]
+    prepared_after(opened, "alice", prepared["body"]["battle"])
     assert post(owner.client, f"/api/v1/battles/{prepared['body']['battle']}/votes", {"choice": "a"}).status_code == 201
 
 
@@ -129,8 +142,10 @@ def test_without_a_prepared_body_django_serves_and_prepares_the_next(
     assert served == []
     settings.EVALS_NEXT_PREPARED = True
     assert via_asgi(nexts(opened), owner.token).status_code == 200  # the reservation, the ordinary way
-    assert via_asgi(nexts(opened), owner.token).status_code == 200  # prepared by then
+    taken = prepared_after(opened, "alice")["body"]["battle"]
+    assert via_asgi(nexts(opened), owner.token).json()["battle"] == taken
     assert served == [opened.eval.id]
+    prepared_after(opened, "alice", taken)
     shown = Serving.objects.filter(voter=owner.user, served_at__isnull=False)
     assert shown.count() == len(set(shown.values_list("battle_id", flat=True))) == 4
 
@@ -163,6 +178,26 @@ def test_the_route_leaves_other_requests_to_django(request_scope: dict[str, Any]
     assert next_route.claims(request_scope) is None
 
 
-def test_the_route_is_off_with_prepared_bodies(settings: Any) -> None:
-    settings.EVALS_NEXT_PREPARED = False
+@pytest.mark.parametrize("setting", ["EVALS_NEXT_PREPARED", "EVALS_NEXT_ROUTE"])
+def test_the_route_is_off_with_prepared_bodies_or_by_itself(settings: Any, setting: str) -> None:
+    setattr(settings, setting, False)
     assert next_route.claims(scope("/api/v1/evals/1/battles/next")) is None
+
+
+def test_the_token_is_touched_as_bearer_authentication_touches_it(
+    live_eval: OpenEval, owner: Persona, served: list[int]
+) -> None:
+    opened = live_eval
+    assert via_asgi(nexts(opened), owner.token).status_code == 200
+    prepared_after(opened, "alice")
+    token = ApiToken.objects.filter(digest=digest(owner.token))
+    long_ago = timezone.now() - timedelta(hours=1)
+    token.update(last_used_at=long_ago)
+    assert via_asgi(nexts(opened), owner.token).status_code == 200
+    assert served == [opened.eval.id]
+    deadline = time.monotonic() + 30
+    while token.get().last_used_at == long_ago and time.monotonic() < deadline:
+        time.sleep(0.01)
+    used = token.get().last_used_at
+    assert used is not None and used > long_ago
+    prepared_after(opened, "alice")  # the route's work is done before the test's database goes
