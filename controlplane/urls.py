@@ -14,6 +14,7 @@ from controlplane.chat.api import (
 )
 from controlplane.checkpoints.api import CheckpointListView, RunResumeView, RunSamplesSummaryView, RunSamplesView
 from controlplane.compare.api import CompareRunsView, CompareStatsView, GroupExportView, RunTableKeysView, RunTableView
+from controlplane.diagnostics.api import GroupScorecardView, RunDiagnosisView
 from controlplane.diagnostics.triage_api import (
     FailureSignatureFixView,
     FailureSignatureView,
@@ -147,6 +148,9 @@ api_v1 = [
     path("teams/<id:team_id>/failures/fixed-per-week", TeamFixedPerWeekView.as_view()),
     path("failures/<id:signature_id>", FailureSignatureView.as_view()),
     path("failures/<id:signature_id>/fix", FailureSignatureFixView.as_view()),
+    # Run diagnosis (controlplane.diagnostics.api).
+    path("runs/<id:run_id>/diagnosis", RunDiagnosisView.as_view()),
+    path("groups/<id:group_id>/scorecard", GroupScorecardView.as_view()),
 ]
 
 urlpatterns = [

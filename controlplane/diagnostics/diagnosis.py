@@ -355,7 +355,8 @@ def barrel_view(state: Mapping[str, Any]) -> dict[str, Any]:
     step = _mean(state, STEP)
     means = {name: m for name, key in STAVES.items() if (m := _mean(state, key)) is not None}
     if not means:
-        return {"staves": [], "bounding": None, "step_s": step, "what_if": None, "chart": {"steps": [], "staves": {}}}
+        empty: dict[str, Any] = {"steps": [], "step_s": [], "staves": {}}
+        return {"staves": [], "bounding": None, "step_s": step, "what_if": None, "chart": empty}
     if step is None or step <= 0:
         step = (
             sum(means.get(n, 0.0) for n in TRAINER)

@@ -365,6 +365,8 @@ ROUTES: dict[tuple[str, str], Call] = {
         TEAM_MEMBER, (200,), "/api/v1/failures/{failure}/fix", {"note": "n", "commit": "abcdef1"}
     ),
     ("api/v1/failures/<id:signature_id>/fix", "DELETE"): Call(TEAM_MEMBER, (200,), "/api/v1/failures/{failure}/fix"),
+    ("api/v1/runs/<id:run_id>/diagnosis", "GET"): Call(RUN_READ, (200,), RUN + "/diagnosis"),
+    ("api/v1/groups/<id:group_id>/scorecard", "GET"): Call(TEAM_READ, (200,), "/api/v1/groups/{group}/scorecard"),
 }
 
 

@@ -178,3 +178,10 @@ def test_feed_keeps_diagnosed_and_non_finite_keys_and_the_last_write_of_a_step()
     assert new.series["reward/mean"][0].tolist() == [4, 5] and new.series["reward/mean"][1].tolist() == [0.5, 9.0]
     assert np.isnan(new.series["custom/bad"][1][0])
     assert select(["custom/x"], [0], [1], [1.0]) is None
+
+
+def test_an_empty_state_reports_every_view():
+    report = dx.report(dx.new_state())
+    assert report["barrel"]["bounding"] is None and report["barrel"]["chart"]["step_s"] == []
+    assert report["mismatch"]["attributed_to"] is None and not report["signal"]["flagged"]
+    assert report["scorecard"]["goodput"] is None

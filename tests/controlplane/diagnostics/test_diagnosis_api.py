@@ -1,0 +1,146 @@
+"""The run diagnosis end to end on real PostgreSQL and Redis: batches ingested through the metrics
+service reach the feed after commit, the update task folds them in, and the API shows the views."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery._state import _set_task_join_will_block
+
+from controlplane.diagnostics import feed
+from controlplane.diagnostics.models import DiagnosticsSettings, RunDiagnosis
+from controlplane.diagnostics.tasks import update_run
+from controlplane.metrics.services import metrics_ingest
+from controlplane.metrics.wire import PointBatch
+from controlplane.runs import groups
+from controlplane.runs import services as run_services
+from controlplane.runs.models import Run
+from controlplane.teams.models import Project
+from tests.conftest import Persona
+
+TRAIN_BOUND = {
+    "time/rollout_s": 2.0,
+    "time/reward_s": 1.0,
+    "idle/trainer_wait_s": 2.2,
+    "time/old_logprob_s": 0.5,
+    "time/train_s": 6.0,
+    "time/weight_sync_s": 0.3,
+    "time/step_s": 9.0,
+    "mismatch/engine_kl": 2e-6,
+    "mismatch/lag_kl": 1e-7,
+    "offpolicy/staleness_mean": 0.0,
+    "perf/tokens_per_s": 100.0,
+    "perf/samples_per_s": 1.0,
+    "reward/zero_std_frac": 0.94,
+}
+
+
+@pytest.fixture
+def eager() -> Iterator[None]:
+    """Celery tasks run where they are enqueued, errors raised."""
+    from controlplane.celery import app
+
+    before = (app.conf.task_always_eager, app.conf.task_eager_propagates)
+    app.conf.task_always_eager = app.conf.task_eager_propagates = True
+    yield
+    app.conf.task_always_eager, app.conf.task_eager_propagates = before
+    _set_task_join_will_block(False)
+
+
+def clear_feed(run_id: int) -> None:
+    feed._redis().delete(feed.pending_key(run_id), feed.schedule_key(run_id))
+
+
+def batch(first: int, last: int, values: dict[str, float], **extra: float) -> PointBatch:
+    names = [*values, *extra]
+    b = PointBatch([], [], [], [], [])
+    b.names = names
+    for step in range(first, last):
+        for i, name in enumerate(names):
+            b.key_index.append(i)
+            b.steps.append(step)
+            b.values.append(values[name] if name in values else extra[name])
+            b.times.append(0)
+    return b
+
+
+def ingest(run: Run, capture: Any, *batches: PointBatch) -> None:
+    for b in batches:
+        with capture(execute=True):
+            metrics_ingest(run_id=run.id, points=b)
+
+
+def test_ingested_batches_reach_the_diagnosis_and_its_api(
+    run: Run, owner: Persona, eager: None, django_capture_on_commit_callbacks: Any
+) -> None:
+    clear_feed(run.id)
+    rewards = {"reward/mean": 0.1}
+    ingest(
+        run,
+        django_capture_on_commit_callbacks,
+        batch(0, 20, TRAIN_BOUND | rewards, **{"custom/ignored": 1.0}),
+        batch(20, 40, TRAIN_BOUND | {"reward/mean": 0.8}),
+    )
+    diagnosis = RunDiagnosis.objects.get(run=run)
+    assert diagnosis.points_seen == 40 * (len(TRAIN_BOUND) + 1)
+    assert diagnosis.last_step == 39
+    assert "custom/ignored" not in diagnosis.state["totals"]
+
+    body = owner.client.get(f"/api/v1/runs/{run.id}/diagnosis").json()
+    assert body["barrel"]["bounding"] == "train"
+    assert abs(body["barrel"]["what_if"]["step_s"] - 6.0) < 1e-6
+    assert body["mismatch"]["attributed_to"] == "engine" and body["mismatch"]["flagged"] is False
+    assert body["signal"]["flagged"] is True and "group size" in body["signal"]["advice"]
+    card = body["scorecard"]
+    assert abs(card["goodput"] - 0.06) < 1e-9
+    assert abs(card["wall_s"] - 360.0) < 1e-9
+    assert card["time_to_target"] is None  # no target set for the project
+
+    with_target = owner.client.get(f"/api/v1/runs/{run.id}/diagnosis", {"target": "0.5"}).json()
+    assert with_target["scorecard"]["time_to_target"] == {"target": 0.5, "step": 20, "wall_s": 21 * 9.0}
+    bad = owner.client.get(f"/api/v1/runs/{run.id}/diagnosis", {"target": "lots"})
+    assert bad.status_code == 400 and "target" in bad.json()["fields"]
+
+
+def test_a_non_finite_value_of_any_key_reaches_the_feed(run: Run, django_capture_on_commit_callbacks: Any) -> None:
+    clear_feed(run.id)
+    ingest(run, django_capture_on_commit_callbacks, batch(0, 2, {"custom/loss": float("nan"), "custom/x": 1.0}))
+    new = feed.pop_pending(run.id)
+    assert list(new.series) == ["custom/loss"]
+    assert new.series["custom/loss"][0].tolist() == [0, 1]
+
+
+def test_a_burst_of_batches_schedules_one_update(run: Run, django_capture_on_commit_callbacks: Any) -> None:
+    """Without a worker: the first batch schedules the task, the next ones only queue their
+    points; the update folds them all in at once, and a batch after it schedules again."""
+    clear_feed(run.id)
+    assert feed.push(run.id, b"x") is True
+    assert feed.push(run.id, b"x") is False
+    clear_feed(run.id)
+    ingest(run, django_capture_on_commit_callbacks, *(batch(i * 5, i * 5 + 5, TRAIN_BOUND) for i in range(4)))
+    assert feed._redis().llen(feed.pending_key(run.id)) == 4
+    assert feed._redis().exists(feed.schedule_key(run.id))
+    assert update_run(run.id) == 20 * len(TRAIN_BOUND)
+    assert not feed._redis().exists(feed.schedule_key(run.id))
+    assert update_run(run.id) == 0
+    assert RunDiagnosis.objects.get(run=run).last_step == 19
+    assert feed.push(run.id, b"x") is True  # after the update, the next batch schedules again
+    clear_feed(run.id)
+
+
+def test_group_scorecard_summarises_its_runs(
+    run: Run, owner: Persona, project: Project, eager: None, django_capture_on_commit_callbacks: Any
+) -> None:
+    other = run_services.run_submit(user=owner.user, project=project.id, recipe="smoke", config={"steps": 3})
+    DiagnosticsSettings.objects.create(project=project, thresholds={"target_reward": 0.5})
+    for r, speed in ((run, 100.0), (other, 300.0)):
+        clear_feed(r.id)
+        ingest(r, django_capture_on_commit_callbacks, batch(0, 10, TRAIN_BOUND | {"perf/tokens_per_s": speed}))
+    group = groups.group_create(user=owner.user, project=project.id, name="g", run_ids=[run.id, other.id])
+    body = owner.client.get(f"/api/v1/groups/{group.id}/scorecard").json()
+    assert [r["run"] for r in body["runs"]] == [run.id, other.id]
+    assert body["target_reward"] == 0.5
+    tps = body["summary"]["tokens_per_s"]
+    assert (tps["min"], tps["max"], tps["mean"], tps["runs"]) == (100.0, 300.0, 200.0, 2)
