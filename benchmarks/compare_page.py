@@ -100,8 +100,8 @@ MAX_QUERY_SERIES = 2000
 MAX_BUCKETS = 1000
 MIN_BUCKETS = 200
 BUCKET_BUDGET = 300_000
-NAMESPACE_ORDER = ["reward", "response_length", "policy", "offpolicy", "mismatch", "time", "idle", "perf",
-                   "sandbox", "reward_pipeline", "eval", "system"]  # fmt: skip
+NAMESPACE_ORDER = ["reward", "eval", "mismatch", "response_length", "policy", "offpolicy", "time", "idle", "perf",
+                   "sandbox", "reward_pipeline", "system"]  # fmt: skip
 LEADING = ["reward", "eval"]
 
 
