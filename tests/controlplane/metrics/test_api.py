@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from controlplane.metrics import merger
 from controlplane.metrics.models import MetricPoint, MetricRollup, MetricSeries
-from controlplane.metrics.rollups import levels_for
+from controlplane.metrics.rollups import levels_for, plan
 from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Run, RunStatus
 from tests.conftest import Persona
@@ -226,6 +226,35 @@ def test_non_finite_values_obey_postgres_order_in_buckets(run: Run, run_client: 
         assert_matches(
             read(owner.client, run, f"keys=x&max_points={max_points}")["x"], brute_force(values, max_points), 1000
         )
+
+
+def test_a_rolled_up_series_read_whole_is_its_stored_rows(run: Run, run_client: APIClient, owner: Persona):
+    """A read of a whole series at one stored row a bucket (the compare page's) reads the rows
+    of one level, end buckets included, with NaN and infinities and sums of mixed magnitudes."""
+    rng = random.Random(11)
+    values = {
+        s: rng.choice([rng.gauss(0, 1), rng.gauss(0, 1) * 1e12, 0.1, math.nan, math.inf]) for s in range(37, 10_000)
+    }
+    for i in range(37, 10_000, 2500):
+        post(
+            run_client,
+            run,
+            [{"key": "w", "step": s, "value": encode_value(values[s])} for s in range(i, min(i + 2500, 10_000))],
+        )
+    merger.series_roll_up()
+    series = MetricSeries.objects.get(run=run, key="w")
+    assert series.mark.rolled_step == 9999
+    assert plan(37, 9999, 300, series.mark.levels, 9999, clear_from=0, clear_to=2**63 - 1).one_row_a_bucket
+    for max_points in (300, 200, 157):
+        assert_matches(
+            read(owner.client, run, f"keys=w&max_points={max_points}")["w"],
+            brute_force(values, max_points),
+            len(values),
+        )
+        bulk = owner.client.post(
+            "/api/v1/metrics/query", {"runs": [run.id], "keys": ["w"], "max_points": max_points}, format="json"
+        )
+        assert_matches(bulk.json()["series"][0], brute_force(values, max_points), len(values))
 
 
 def stored_rollups(series: MetricSeries) -> dict[tuple[int, int], tuple]:
