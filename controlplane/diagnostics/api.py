@@ -262,7 +262,12 @@ class GroupScorecardView(APIView):
         if group is None:
             raise ApiError(f"Group {group_id} not found.", code="not_found", status_code=404)
         target = query_target(request)
-        runs = list(selectors.runs_visible_to(request.user).filter(groups=group).order_by("id"))
+        runs = list(
+            selectors.runs_visible_to(request.user)
+            .filter(groups=group)
+            .order_by("id")
+            .select_related("project__diagnostics_settings")
+        )
         found = {d.run_id: d for d in RunDiagnosis.objects.filter(run__in=runs)}
         if target is None and runs:
             target = target_reward(runs[0])
@@ -271,7 +276,7 @@ class GroupScorecardView(APIView):
         for run in runs:
             diagnosis = found.get(run.id)
             state = diagnosis.state if diagnosis is not None and diagnosis.state else dx.new_state()
-            cpus, gpus = run_resources(run)
+            cpus, gpus = state.get("resources") or run_resources(run)
             cards.append(dx.scorecard(state, cpus=cpus, gpus=gpus, target=target))
             rows.append({"run": run.id, "name": run.name, "scorecard": cards[-1]})
         body = {

@@ -7,8 +7,8 @@ State (RunDiagnosis.state, JSON; the "alerts" sub-dict belongs to controlplane.d
 - ``reg[key]``: running sums (n, Σx, Σy, Σxy, Σx²) of the stave keys against the step, for the
   least-squares slope (seconds per step, per step) without rereading history.
 - ``buckets``: the run's history at bounded resolution: at most MAX_BUCKETS buckets of ``width``
-  steps (bucket i holds steps [i·width, (i+1)·width)), each with per-key (sum, count) of the keys
-  the views chart; when a point lands past the last bucket, adjacent buckets are merged pairwise
+  steps (bucket i holds steps [i·width, (i+1)·width)), as dense per-key lists of sums and counts
+  of the keys the views chart; when a point lands past the last bucket, adjacent buckets are merged pairwise
   and the width doubles. Charts, the first and last tenth of the run and time-to-target read these.
 - ``engine_window``: the trailing ENGINE_WINDOW values of ``mismatch/engine_kl`` (step, value),
   and ``engine_flags``: the flagged steps (newest MAX_FLAGS), each with why.
@@ -53,8 +53,8 @@ import numpy as np
 
 from controlplane.diagnostics.feed import NewPoints
 
-VERSION = 1
-MAX_BUCKETS = 256
+VERSION = 2
+MAX_BUCKETS = 128
 ENGINE_WINDOW = 50
 SIGNAL_WINDOW = 20
 MAX_FLAGS = 50
@@ -104,7 +104,7 @@ def new_state() -> dict[str, Any]:
         "version": VERSION,
         "totals": {},
         "reg": {},
-        "buckets": {"width": 1, "rows": {}},
+        "buckets": {"width": 1, "n": 0, "keys": {}},
         "engine_window": [],
         "engine_flags": [],
         "by_staleness": {},
@@ -173,51 +173,61 @@ def _fold_reg(reg: dict[str, list[float]], key: str, s: np.ndarray, v: np.ndarra
 
 
 def _fold_buckets(buckets: dict[str, Any], key: str, s: np.ndarray, v: np.ndarray) -> None:
-    rows: dict[str, dict[str, list[float]]] = buckets["rows"]
-    while int(s[-1]) // buckets["width"] >= MAX_BUCKETS:
-        merged: dict[str, dict[str, list[float]]] = {}
-        for index, row in rows.items():
-            into = merged.setdefault(str(int(index) // 2), {})
-            for k, (total, count) in row.items():
-                acc = into.setdefault(k, [0.0, 0])
-                acc[0] += total
-                acc[1] += count
-        rows.clear()
-        rows.update(merged)
+    """Add the points to their buckets: per key, dense lists of sums and counts, bucket i holding
+    steps [i*width, (i+1)*width)."""
+    columns: dict[str, list[list[float]]] = buckets["keys"]
+    last = int(s[-1])
+    while last // buckets["width"] >= MAX_BUCKETS:
+        for name, (sums, counts) in columns.items():
+            pad = len(sums) % 2
+            merged_sums = np.asarray(sums + [0.0] * pad).reshape(-1, 2).sum(axis=1)
+            merged_counts = np.asarray(counts + [0] * pad).reshape(-1, 2).sum(axis=1)
+            columns[name] = [merged_sums.tolist(), merged_counts.astype(np.int64).tolist()]
+        buckets["n"] = (buckets["n"] + 1) // 2
         buckets["width"] *= 2
     index = s // buckets["width"]
-    uniq, start = np.unique(index, return_index=True)
-    sums = np.add.reduceat(v, start)
-    counts = np.diff(np.append(start, len(v)))
-    for i, total, count in zip(uniq.tolist(), sums.tolist(), counts.tolist(), strict=True):
-        acc = rows.setdefault(str(i), {}).setdefault(key, [0.0, 0])
-        acc[0] += total
-        acc[1] += count
+    n = max(buckets["n"], last // buckets["width"] + 1)
+    if n > buckets["n"]:
+        for sums, counts in columns.values():
+            sums.extend([0.0] * (n - len(sums)))
+            counts.extend([0] * (n - len(counts)))
+        buckets["n"] = n
+    sums, counts = columns.setdefault(key, [[0.0] * n, [0] * n])
+    new_sums = np.asarray(sums) + np.bincount(index, weights=v, minlength=n)
+    new_counts = np.asarray(counts, dtype=np.int64) + np.bincount(index, minlength=n)
+    columns[key] = [new_sums.tolist(), new_counts.tolist()]
 
 
 def _fold_engine(state: dict[str, Any], s: np.ndarray, v: np.ndarray) -> None:
     window: list[list[float]] = state["engine_window"]
     flags: list[dict[str, Any]] = state["engine_flags"]
-    for step, value in zip(s.tolist(), v.tolist(), strict=True):
-        why = engine_flag(value, [w[1] for w in window])
-        if why is not None:
-            flags.append({"step": int(step), "engine_kl": value, "why": why})
-        window.append([int(step), value])
+    old = np.asarray([w[1] for w in window], dtype=np.float64)
+    full = np.concatenate([old, v])
+    # Each new point against the ENGINE_WINDOW values before it: vectorised once the window is full.
+    start = len(old)
+    medians = np.full(len(v), np.nan)
+    mads = np.full(len(v), np.nan)
+    full_from = max(start, ENGINE_WINDOW)
+    if len(full) > full_from:
+        windows = np.lib.stride_tricks.sliding_window_view(full[:-1], ENGINE_WINDOW)[full_from - ENGINE_WINDOW :]
+        med = np.median(windows, axis=1)
+        medians[full_from - start :] = med
+        mads[full_from - start :] = np.median(np.abs(windows - med[:, None]), axis=1)
+    for i in range(min(len(v), full_from - start)):  # a window still filling: the run's first points
+        trailing = full[max(0, start + i - ENGINE_WINDOW) : start + i]
+        if len(trailing) >= SPIKE_MIN_POINTS:
+            medians[i] = np.median(trailing)
+            mads[i] = np.median(np.abs(trailing - medians[i]))
+    floor = np.maximum(np.maximum(mads, 0.05 * np.abs(medians)), 1e-9)
+    over = v > ENGINE_KL_THRESHOLD
+    spike = ~over & ~np.isnan(medians) & (v > medians + SPIKE_K * floor)
+    for i in np.flatnonzero(over | spike).tolist():
+        flags.append({"step": int(s[i]), "engine_kl": float(v[i]), "why": "threshold" if over[i] else "spike"})
+    window.extend(
+        [int(a), float(b)] for a, b in zip(s[-ENGINE_WINDOW:].tolist(), v[-ENGINE_WINDOW:].tolist(), strict=True)
+    )
     del window[:-ENGINE_WINDOW]
     del flags[:-MAX_FLAGS]
-
-
-def engine_flag(value: float, trailing: list[float]) -> str | None:
-    """Why this engine_kl is flagged ("threshold", "spike"), or None."""
-    if value > ENGINE_KL_THRESHOLD:
-        return "threshold"
-    if len(trailing) >= SPIKE_MIN_POINTS:
-        median = float(np.median(trailing))
-        mad = float(np.median(np.abs(np.asarray(trailing) - median)))
-        floor = max(mad, 0.05 * abs(median), 1e-9)
-        if value > median + SPIKE_K * floor:
-            return "spike"
-    return None
 
 
 def _add(table: dict[str, Any], bucket: str, which: str, total: float, count: int, *, reported: bool) -> None:
@@ -251,41 +261,63 @@ MAX_OPEN_ROWS = 64
 
 
 def _fold_step_rows(state: dict[str, Any], new: NewPoints) -> None:
+    """Join the new points of ROW_KEYS by step (with the rows still open from earlier updates)
+    and close the complete rows, and those that a newer step has passed, in one numpy pass."""
     rows: dict[str, dict[str, float]] = state["step_rows"]
-    for key in ROW_KEYS:
-        if key in new.series:
-            steps, values = new.series[key]
-            for step, value in zip(steps.tolist(), values.tolist(), strict=True):
-                if math.isfinite(value):
-                    rows.setdefault(str(step), {})[key] = value
+    present = [key for key in ROW_KEYS if key in new.series]
+    if not present and not rows:
+        return
+    parts = [np.asarray([int(k) for k in rows], dtype=np.int64)]
+    parts += [new.series[key][0] for key in present]
+    steps = np.unique(np.concatenate(parts))
+    table = {key: np.full(len(steps), np.nan) for key in ROW_KEYS}
+    for step, row in rows.items():
+        i = int(np.searchsorted(steps, int(step)))
+        for key, value in row.items():
+            table[key][i] = value
+    for key in present:
+        s, v = new.series[key]
+        table[key][np.searchsorted(steps, s)] = v
+    known = {key: ~np.isnan(col) for key, col in table.items()}
+    complete = np.ones(len(steps), dtype=bool)
+    for key in (ENGINE_KL, LAG_KL, STALENESS_MEAN, TOKENS_PER_S, SAMPLES_PER_S, STEP, ZERO_STD):
+        complete &= known[key]
     newest = new.last_step
-    for step in sorted(rows, key=int):
-        row = rows[step]
-        complete = all(k in row for k in (ENGINE_KL, LAG_KL, STALENESS_MEAN)) and all(
-            k in row for k in (TOKENS_PER_S, SAMPLES_PER_S, STEP, ZERO_STD)
-        )
-        stale = newest is not None and int(step) < newest - 1
-        if complete or stale or len(rows) > MAX_OPEN_ROWS:
-            _close_row(state, row)
-            del rows[step]
+    close = complete | (steps < (newest - 1 if newest is not None else -1))
+    if (~close).sum() > MAX_OPEN_ROWS:
+        close[np.flatnonzero(~close)[:-MAX_OPEN_ROWS]] = True
+    _close_rows(state, {key: col[close] for key, col in table.items()})
+    state["step_rows"] = {
+        str(int(steps[i])): {key: float(table[key][i]) for key in ROW_KEYS if known[key][i]}
+        for i in np.flatnonzero(~close).tolist()
+    }
 
 
-def _close_row(state: dict[str, Any], row: dict[str, float]) -> None:
-    if STALENESS_MEAN in row:
-        bucket = str(round(row[STALENESS_MEAN]))
+def _close_rows(state: dict[str, Any], t: dict[str, np.ndarray]) -> None:
+    # Mismatch by staleness bucket: each step's KL split in the bucket of its rounded staleness.
+    has = ~np.isnan(t[STALENESS_MEAN])
+    if has.any():
+        buckets = np.rint(t[STALENESS_MEAN][has]).astype(np.int64)
         for key, which in ((ENGINE_KL, "engine_kl"), (LAG_KL, "lag_kl")):
-            if key in row:
-                _add(state["by_staleness"], bucket, which, row[key], 1, reported=False)
-    if all(k in row for k in (TOKENS_PER_S, STEP)):
-        tokens = row[TOKENS_PER_S] * row[STEP]
-        samples = row.get(SAMPLES_PER_S, 0.0) * row[STEP]
-        per_sample = tokens / samples if samples > 0 else 0.0
-        dropped_tokens = row.get(DROPPED, 0.0) * row.get(GROUP_SIZE, 1.0) * per_sample
-        no_signal = row.get(ZERO_ADV_TOKENS, row.get(ZERO_STD, 0.0))
+            values = t[key][has]
+            ok = ~np.isnan(values)
+            for bucket in np.unique(buckets[ok]).tolist():
+                picked = values[ok & (buckets == bucket)]
+                _add(state["by_staleness"], str(bucket), which, float(picked.sum()), len(picked), reported=False)
+    # Goodput: generated tokens against those that carried a learning signal.
+    has = ~np.isnan(t[TOKENS_PER_S]) & ~np.isnan(t[STEP])
+    if has.any():
+        tokens = t[TOKENS_PER_S][has] * t[STEP][has]
+        samples = np.nan_to_num(t[SAMPLES_PER_S][has]) * t[STEP][has]
+        per_sample = np.divide(tokens, samples, out=np.zeros_like(tokens), where=samples > 0)
+        group_size = t[GROUP_SIZE][has]
+        dropped = np.nan_to_num(t[DROPPED][has]) * np.where(np.isnan(group_size), 1.0, group_size) * per_sample
+        zero_adv, zero_std = t[ZERO_ADV_TOKENS][has], t[ZERO_STD][has]
+        no_signal = np.where(np.isnan(zero_adv), np.nan_to_num(zero_std), zero_adv)
         g = state["goodput"]
-        g["tokens"] += tokens + dropped_tokens
-        g["signal_tokens"] += tokens * (1.0 - no_signal)
-        g["steps"] += 1
+        g["tokens"] += float((tokens + dropped).sum())
+        g["signal_tokens"] += float((tokens * (1.0 - no_signal)).sum())
+        g["steps"] += int(has.sum())
 
 
 # ---------------------------------------------------------------------------------------- views
@@ -305,15 +337,15 @@ def _slope(reg: list[float] | None) -> float | None:
 
 
 def bucket_series(state: Mapping[str, Any], key: str) -> tuple[list[int], list[float | None]]:
-    """The key's per-bucket means, by the bucket's first step."""
-    width = state["buckets"]["width"]
-    rows = state["buckets"]["rows"]
-    steps, means = [], []
-    for index in sorted(rows, key=int):
-        acc = rows[index].get(key)
-        steps.append(int(index) * width)
-        means.append(acc[0] / acc[1] if acc and acc[1] else None)
-    return steps, means
+    """The key's per-bucket means (None where it has no point), by the bucket's first step."""
+    buckets = state["buckets"]
+    steps = (np.arange(buckets["n"], dtype=np.int64) * buckets["width"]).tolist()
+    column = buckets["keys"].get(key)
+    if column is None:
+        return steps, [None] * buckets["n"]
+    sums, counts = np.asarray(column[0]), np.asarray(column[1])
+    means = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
+    return steps, [m if c else None for m, c in zip(means.tolist(), counts.tolist(), strict=True)]
 
 
 def _tenths(state: Mapping[str, Any], key: str) -> tuple[float | None, float | None]:
@@ -495,11 +527,11 @@ def time_to_target(state: Mapping[str, Any], target: float) -> dict[str, Any] | 
     """The first bucket whose mean reward reaches `target`, and the wall-clock seconds (Σ step
     time) to its end; None when no bucket has."""
     steps, rewards = bucket_series(state, REWARD)
-    rows, width = state["buckets"]["rows"], state["buckets"]["width"]
+    width = state["buckets"]["width"]
+    step_time = state["buckets"]["keys"].get(STEP, [[0.0] * len(steps)])[0]
     elapsed = 0.0
-    for first, reward in zip(steps, rewards, strict=True):
-        acc = rows[str(first // width)].get(STEP)
-        elapsed += acc[0] if acc else 0.0
+    for first, reward, spent in zip(steps, rewards, step_time, strict=True):
+        elapsed += spent
         if reward is not None and reward >= target:
             return {"target": target, "step": first + width - 1, "wall_s": elapsed}
     return None

@@ -4,19 +4,24 @@ from ingest to the incremental updater (controlplane.diagnostics.tasks) through 
 1. controlplane.metrics sends `points_stored` after a batch commits (a lower layer cannot call
    diagnostics); `on_points_stored` (connected in DiagnosticsConfig.ready) keeps the points of the
    keys in DIAGNOSED_PREFIXES, and every key whose batch holds a NaN or ±Inf (for alerts), with
-   numpy, and appends them as one compact msgpack blob to the run's pending list.
-2. It schedules `diagnostics.update_run(run_id)` at most once per DEBOUNCE_S per run (a Redis SET
+   numpy, encodes them as one compact msgpack blob and hands it to a thread of the process, which
+   appends it to the run's pending list in Redis (the request never waits on Redis).
+2. That thread schedules `diagnostics.update_run(run_id)` at most once per DEBOUNCE_S per run (a Redis SET
    NX key the task clears when it starts), so a burst of batches is folded in once.
 3. The task pops everything pending (`pop_pending`) as NewPoints: per key, the new points in
    ascending step order (the last write of a step wins), and folds them in.
 
-The receiver is on ingest's path: it does no database work and one Redis round trip (two when it
-schedules). A Redis or broker that is down loses the points for diagnostics, never the batch.
+The receiver is on ingest's path: it does no database work and no I/O. A Redis or broker that is
+down loses the points for diagnostics, never the batch.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import queue
+import threading
+import time
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
@@ -26,6 +31,7 @@ import msgpack  # type: ignore[import-untyped]
 import numpy as np
 import redis
 from django.conf import settings
+from django.db import connections
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +54,8 @@ DIAGNOSED_PREFIXES = (
 # The task runs this long after the first batch of a burst; the batches that arrive meanwhile
 # are folded in with it. Short: an alert must fire within 10 s of its point.
 DEBOUNCE_S = 1.0
+# The pusher thread waits this long after a first blob, so a burst's blobs go in one pipeline.
+COALESCE_S = 0.05
 # A schedule key outlives a lost task (a broker that dropped it) by at most this much.
 SCHEDULE_TTL_MS = 10_000
 # A run's pending list is capped (entries = batches): past it, the oldest are dropped (a task
@@ -133,11 +141,11 @@ def decode(blob: bytes) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
-def push(run_id: int, blob: bytes) -> bool:
-    """Append a blob to the run's pending list; True when this call should schedule the task
+def push(run_id: int, *blobs: bytes) -> bool:
+    """Append blobs to the run's pending list; True when this call should schedule the task
     (no update is scheduled for the run yet)."""
     pipe = _redis().pipeline(transaction=False)
-    pipe.rpush(pending_key(run_id), blob)
+    pipe.rpush(pending_key(run_id), *blobs)
     pipe.ltrim(pending_key(run_id), -MAX_PENDING_BATCHES, -1)
     pipe.set(schedule_key(run_id), b"1", nx=True, px=SCHEDULE_TTL_MS)
     _, _, scheduled = pipe.execute()
@@ -158,42 +166,110 @@ def pop_pending(run_id: int) -> NewPoints:
 
 def merge(run_id: int, parts: list[tuple[list[str], np.ndarray, np.ndarray, np.ndarray]]) -> NewPoints:
     """Per key, the parts' points in ascending step order; of a step sent twice, the later."""
-    by_key: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for names, keys, steps, values in parts:
-        if len(names) == 1:
-            by_key.setdefault(names[0], []).append((steps, values))
-            continue
-        order = np.argsort(keys, kind="stable")
-        bounds = np.searchsorted(keys[order], np.arange(len(names) + 1))
-        for i, name in enumerate(names):
-            idx = order[bounds[i] : bounds[i + 1]]
-            if len(idx):
-                by_key.setdefault(name, []).append((steps[idx], values[idx]))
-    series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for name, chunks in by_key.items():
-        steps = np.concatenate([s for s, _ in chunks])
-        values = np.concatenate([v for _, v in chunks])
-        # Sort by step, keeping arrival order within a step, then keep each step's last.
-        order = np.argsort(steps, kind="stable")
-        steps, values = steps[order], values[order]
-        last = np.ones(len(steps), dtype=bool)
-        last[:-1] = steps[1:] != steps[:-1]
-        series[name] = (steps[last].astype(np.int64), values[last].astype(np.float64))
-    return NewPoints(run_id=run_id, series=series)
+    index: dict[str, int] = {}
+    keys, steps, values = [], [], []
+    for names, k, st, v in parts:
+        to_global = np.asarray([index.setdefault(name, len(index)) for name in names], dtype=np.int64)
+        keys.append(to_global[k])
+        steps.append(st)
+        values.append(v)
+    if not index:
+        return NewPoints(run_id=run_id, series={})
+    key = np.concatenate(keys)
+    step = np.concatenate(steps).astype(np.int64)
+    value = np.concatenate(values).astype(np.float64)
+    # By key, then step, then arrival (lexsort is stable): a (key, step)'s last is its latest.
+    order = np.lexsort((step, key))
+    key, step, value = key[order], step[order], value[order]
+    last = np.ones(len(key), dtype=bool)
+    last[:-1] = (key[1:] != key[:-1]) | (step[1:] != step[:-1])
+    key, step, value = key[last], step[last], value[last]
+    bounds = np.searchsorted(key, np.arange(len(index) + 1))
+    names = list(index)
+    return NewPoints(
+        run_id=run_id,
+        series={
+            names[i]: (step[lo:hi], value[lo:hi])
+            for i, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+            if hi > lo
+        },
+    )
+
+
+class _Pusher:
+    """Hands blobs to Redis on a thread of its own (one per process, started on first use and
+    again after a fork), so an ingest request never waits on Redis: what queued up meanwhile goes
+    in one pipeline per run. Bounded: past MAX_QUEUED blobs (Redis down or slow), new ones are
+    dropped with a warning; diagnostics miss those points, ingest does not."""
+
+    MAX_QUEUED = 10_000
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue[tuple[int, bytes]] = queue.Queue(maxsize=self.MAX_QUEUED)
+        self.pid = 0
+        self.lock = threading.Lock()
+
+    def put(self, run_id: int, blob: bytes) -> None:
+        if self.pid != os.getpid():
+            with self.lock:
+                if self.pid != os.getpid():
+                    self.queue = queue.Queue(maxsize=self.MAX_QUEUED)
+                    threading.Thread(target=self._loop, name="diagnostics-feed", daemon=True).start()
+                    self.pid = os.getpid()
+        try:
+            self.queue.put_nowait((run_id, blob))
+        except queue.Full:
+            logger.warning("diagnostics feed full: a batch of run %s not queued", run_id)
+
+    def _loop(self) -> None:
+        q = self.queue
+        while True:
+            items = [q.get()]
+            # Let the batches of a burst gather: one pipeline for all of them.
+            time.sleep(COALESCE_S)
+            while len(items) < 1_000:
+                try:
+                    items.append(q.get_nowait())
+                except queue.Empty:
+                    break
+            by_run: dict[int, list[bytes]] = {}
+            for run_id, blob in items:
+                by_run.setdefault(run_id, []).append(blob)
+            for run_id, blobs in by_run.items():
+                try:
+                    if push(run_id, *blobs):
+                        from controlplane.diagnostics.tasks import update_run
+
+                        update_run.apply_async((run_id,), countdown=DEBOUNCE_S)
+                except (kombu.exceptions.OperationalError, redis.exceptions.RedisError, OSError) as exc:
+                    logger.warning("diagnostics feed for run %s not queued: %s", run_id, exc)
+            # A task run in place (Celery's eager mode) opened this thread's own connections.
+            connections.close_all()
+            for _ in items:
+                q.task_done()
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every queued blob is in Redis; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self.queue.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
+
+_pusher = _Pusher()
+
+
+def flush(timeout: float = 5.0) -> bool:
+    """Wait until what this process queued is in Redis (tests, benchmarks, shutdown)."""
+    return _pusher.flush(timeout)
 
 
 def on_points_stored(
     sender: Any, *, run_id: int, names: list[str], key_index: Any, steps: Any, values: Any, **kwargs: Any
 ) -> None:
-    """After a metrics batch commits: queue its diagnosed points, schedule an update."""
+    """After a metrics batch commits: its diagnosed points, encoded, handed to the pusher thread."""
     picked = select(names, key_index, steps, values)
-    if picked is None:
-        return
-    try:
-        if push(run_id, encode(*picked)):
-            from controlplane.diagnostics.tasks import update_run
-
-            update_run.apply_async((run_id,), countdown=DEBOUNCE_S)
-    except (kombu.exceptions.OperationalError, redis.exceptions.RedisError, OSError) as exc:
-        # Never fail an ingest that has committed.
-        logger.warning("diagnostics feed for run %s not queued: %s", run_id, exc)
+    if picked is not None:
+        _pusher.put(run_id, encode(*picked))

@@ -11,6 +11,7 @@ from typing import Any
 
 from celery import shared_task
 from django.db import transaction
+from django.utils import timezone
 
 from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics.feed import NewPoints, pop_pending
@@ -41,13 +42,21 @@ def run_resources(run: Run) -> tuple[float | None, float | None]:
 
 
 def target_reward(run: Run) -> float | None:
-    found = DiagnosticsSettings.objects.filter(project_id=run.project_id).values_list("thresholds", flat=True).first()
+    """The project's target reward (diagnostics settings, thresholds.target_reward), if set."""
+    try:
+        found = run.project.diagnostics_settings.thresholds
+    except DiagnosticsSettings.DoesNotExist:
+        return None
     value = (found or {}).get("target_reward")
-    return float(value) if isinstance(value, int | float) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def build_report(run: Run, state: dict[str, Any], *, target: float | None = None) -> dict[str, Any]:
-    cpus, gpus = run_resources(run)
+    """The report of a state. The run's resources are read from its config once and kept in
+    the state."""
+    if "resources" not in state:
+        state["resources"] = list(run_resources(run))
+    cpus, gpus = state["resources"]
     return dx.report(state, cpus=cpus, gpus=gpus, target=target if target is not None else target_reward(run))
 
 
@@ -60,13 +69,18 @@ def _alerts_on_points(run: Run, new: NewPoints, state: dict[str, Any]) -> None:
 
 
 def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
-    """Fold `new` into the run's diagnosis (made on first sight); None when the run is gone."""
+    """Fold `new` into the run's diagnosis (made on first sight); None when the run is gone.
+    Three statements: the run with its project's settings, the diagnosis's state locked (not
+    its report), and one UPDATE."""
     with transaction.atomic():
-        run = Run.objects.filter(pk=run_id).first()
+        run = Run.objects.filter(pk=run_id).select_related("project__diagnostics_settings").first()
         if run is None:
             return None
-        RunDiagnosis.objects.get_or_create(run=run)
-        diagnosis = RunDiagnosis.objects.select_for_update().get(run=run)
+        rows = RunDiagnosis.objects.select_for_update().filter(run_id=run_id).only("state", "points_seen", "last_step")
+        diagnosis = rows.first()
+        if diagnosis is None:
+            RunDiagnosis.objects.bulk_create([RunDiagnosis(run_id=run_id)], ignore_conflicts=True)
+            diagnosis = rows.get()
         state = diagnosis.state or dx.new_state()
         dx.fold(state, new)
         diagnosis.state = state
@@ -74,9 +88,16 @@ def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
         diagnosis.points_seen += len(new)
         last = new.last_step
         if last is not None:
-            diagnosis.last_step = max(last, diagnosis.last_step or last)
+            diagnosis.last_step = max(last, diagnosis.last_step if diagnosis.last_step is not None else last)
         _alerts_on_points(run, new, state)
-        diagnosis.save()
+        diagnosis.updated_at = timezone.now()
+        RunDiagnosis.objects.filter(run_id=run_id).update(
+            state=state,
+            report=diagnosis.report,
+            points_seen=diagnosis.points_seen,
+            last_step=diagnosis.last_step,
+            updated_at=diagnosis.updated_at,
+        )
         publish_on_commit(
             run_id,
             {

@@ -3,11 +3,7 @@ service reach the feed after commit, the update task folds them in, and the API 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
-from celery._state import _set_task_join_will_block
 
 from controlplane.diagnostics import feed
 from controlplane.diagnostics.models import DiagnosticsSettings, RunDiagnosis
@@ -37,18 +33,6 @@ TRAIN_BOUND = {
 }
 
 
-@pytest.fixture
-def eager() -> Iterator[None]:
-    """Celery tasks run where they are enqueued, errors raised."""
-    from controlplane.celery import app
-
-    before = (app.conf.task_always_eager, app.conf.task_eager_propagates)
-    app.conf.task_always_eager = app.conf.task_eager_propagates = True
-    yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = before
-    _set_task_join_will_block(False)
-
-
 def clear_feed(run_id: int) -> None:
     feed._redis().delete(feed.pending_key(run_id), feed.schedule_key(run_id))
 
@@ -66,14 +50,19 @@ def batch(first: int, last: int, values: dict[str, float], **extra: float) -> Po
     return b
 
 
-def ingest(run: Run, capture: Any, *batches: PointBatch) -> None:
+def ingest(run: Run, capture: Any, *batches: PointBatch, fold: bool = True) -> None:
+    """Each batch through the metrics service, committed (its on-commit callbacks run), the feed
+    flushed to Redis; then (`fold`) the update task's body, as a worker would run it."""
     for b in batches:
         with capture(execute=True):
             metrics_ingest(run_id=run.id, points=b)
+    assert feed.flush()
+    if fold:
+        update_run(run.id)
 
 
 def test_ingested_batches_reach_the_diagnosis_and_its_api(
-    run: Run, owner: Persona, eager: None, django_capture_on_commit_callbacks: Any
+    run: Run, owner: Persona, django_capture_on_commit_callbacks: Any
 ) -> None:
     clear_feed(run.id)
     rewards = {"reward/mean": 0.1}
@@ -106,20 +95,24 @@ def test_ingested_batches_reach_the_diagnosis_and_its_api(
 
 def test_a_non_finite_value_of_any_key_reaches_the_feed(run: Run, django_capture_on_commit_callbacks: Any) -> None:
     clear_feed(run.id)
-    ingest(run, django_capture_on_commit_callbacks, batch(0, 2, {"custom/loss": float("nan"), "custom/x": 1.0}))
+    ingest(
+        run, django_capture_on_commit_callbacks, batch(0, 2, {"custom/loss": float("nan"), "custom/x": 1.0}), fold=False
+    )
     new = feed.pop_pending(run.id)
     assert list(new.series) == ["custom/loss"]
     assert new.series["custom/loss"][0].tolist() == [0, 1]
 
 
 def test_a_burst_of_batches_schedules_one_update(run: Run, django_capture_on_commit_callbacks: Any) -> None:
-    """Without a worker: the first batch schedules the task, the next ones only queue their
-    points; the update folds them all in at once, and a batch after it schedules again."""
+    """The first batch schedules the task, the next ones only queue their points; the update
+    folds them all in at once, and a batch after it schedules again."""
     clear_feed(run.id)
     assert feed.push(run.id, b"x") is True
     assert feed.push(run.id, b"x") is False
     clear_feed(run.id)
-    ingest(run, django_capture_on_commit_callbacks, *(batch(i * 5, i * 5 + 5, TRAIN_BOUND) for i in range(4)))
+    ingest(
+        run, django_capture_on_commit_callbacks, *(batch(i * 5, i * 5 + 5, TRAIN_BOUND) for i in range(4)), fold=False
+    )
     assert feed._redis().llen(feed.pending_key(run.id)) == 4
     assert feed._redis().exists(feed.schedule_key(run.id))
     assert update_run(run.id) == 20 * len(TRAIN_BOUND)
@@ -131,7 +124,7 @@ def test_a_burst_of_batches_schedules_one_update(run: Run, django_capture_on_com
 
 
 def test_group_scorecard_summarises_its_runs(
-    run: Run, owner: Persona, project: Project, eager: None, django_capture_on_commit_callbacks: Any
+    run: Run, owner: Persona, project: Project, django_capture_on_commit_callbacks: Any
 ) -> None:
     other = run_services.run_submit(user=owner.user, project=project.id, recipe="smoke", config={"steps": 3})
     DiagnosticsSettings.objects.create(project=project, thresholds={"target_reward": 0.5})
