@@ -14,6 +14,7 @@ export const queryKeys = {
   metricSeries: (runId: number) => ["run", runId, "metric-series"] as const,
   samples: (runId: number) => ["run", runId, "samples"] as const,
   checkpoints: (runId: number) => ["run", runId, "checkpoints"] as const,
+  diagnosis: (runId: number) => ["run", runId, "diagnosis"] as const,
   humanEval: (runId: number) => ["run", runId, "human-eval"] as const,
   artifacts: (runId: number, path: string) => ["run", runId, "artifacts", path] as const,
   /** Keyed by size too: an artifact logged again under its path is fetched anew. */

@@ -413,6 +413,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/groups/{group_id}/scorecard": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A run group's scorecard: each run's, and their mean, min and max */
+        get: operations["groups_scorecard_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/metrics/query": {
         parameters: {
             query?: never;
@@ -656,6 +673,23 @@ export interface paths {
         put?: never;
         /** Submit a copy of a run */
         post: operations["runs_clone_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/{run_id}/diagnosis": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A run's diagnosis: barrel view, log-prob mismatch, off-policy, learning signal, scorecard */
+        get: operations["runs_diagnosis_retrieve"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1078,6 +1112,30 @@ export interface components {
             hostname: string;
             resume_from: number | null;
         };
+        /**
+         * @description * `engine` - engine
+         *     * `lag` - lag
+         * @enum {string}
+         */
+        AttributedToEnum: "engine" | "lag";
+        Barrel: {
+            step_s: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            staves: components["schemas"]["Stave"][];
+            /** @description The stave whose halving saves the most. */
+            bounding: string | null;
+            what_if: components["schemas"]["WhatIf"] | null;
+            chart: components["schemas"]["BarrelChart"];
+        };
+        BarrelChart: {
+            /** @description Each bucket's first step. */
+            steps: number[];
+            /** @description Mean step time per bucket. */
+            step_s: ((number | ("NaN" | "Infinity" | "-Infinity")) | null)[];
+            /** @description Per stave, its mean seconds per bucket. */
+            staves: {
+                [key: string]: ((number | ("NaN" | "Infinity" | "-Infinity")) | null)[];
+            };
+        };
         Battle: {
             /** Format: uuid */
             battle: string;
@@ -1373,6 +1431,18 @@ export interface components {
          * @enum {string}
          */
         DeviceEnum: "auto" | "cpu" | "cuda";
+        Diagnosis: {
+            run: number;
+            points_seen: number;
+            last_step: number | null;
+            /** Format: date-time */
+            updated_at: string | null;
+            barrel: components["schemas"]["Barrel"];
+            mismatch: components["schemas"]["Mismatch"];
+            offpolicy: components["schemas"]["Offpolicy"];
+            signal: components["schemas"]["Signal"];
+            scorecard: components["schemas"]["Scorecard"];
+        };
         EnvironmentRequest: {
             /** Format: uuid */
             attempt: string;
@@ -1655,6 +1725,19 @@ export interface components {
             missing: number[];
             summary: components["schemas"]["GroupSummaryOut"] | null;
         };
+        GroupRunScore: {
+            run: number;
+            name: string;
+            scorecard: components["schemas"]["Scorecard"];
+        };
+        GroupScorecard: {
+            group: number;
+            target_reward: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            runs: components["schemas"]["GroupRunScore"][];
+            summary: {
+                [key: string]: components["schemas"]["Summary"];
+            };
+        };
         GroupSummaryOut: {
             /** @description Runs with a value. */
             n: number;
@@ -1818,10 +1901,44 @@ export interface components {
             /** Format: int64 */
             end?: number;
         };
+        Mismatch: {
+            engine_kl_mean: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            lag_kl_mean: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description engine_kl / (engine_kl + lag_kl), run means. */
+            engine_share: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            attributed_to: (components["schemas"]["AttributedToEnum"] | components["schemas"]["NullEnum"]) | null;
+            threshold: number | ("NaN" | "Infinity" | "-Infinity");
+            flags: components["schemas"]["MismatchFlag"][];
+            flagged: boolean;
+            by_staleness: components["schemas"]["StalenessBucket"][];
+            chart: components["schemas"]["MismatchChart"];
+        };
+        MismatchChart: {
+            steps: number[];
+            engine_kl: ((number | ("NaN" | "Infinity" | "-Infinity")) | null)[];
+            lag_kl: ((number | ("NaN" | "Infinity" | "-Infinity")) | null)[];
+        };
+        MismatchFlag: {
+            step: number;
+            engine_kl: number | ("NaN" | "Infinity" | "-Infinity");
+            why: components["schemas"]["WhyEnum"];
+        };
         /** @enum {string} */
         ModeEnum: "sync" | "async";
         /** @enum {string} */
         NameEnum: "arithmetic";
+        /** @enum {unknown} */
+        NullEnum: null;
+        Offpolicy: {
+            stats: components["schemas"]["Stat"][];
+            dropped_groups: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            chart: components["schemas"]["OffpolicyChart"];
+        };
+        OffpolicyChart: {
+            steps: number[];
+            staleness_mean: ((number | ("NaN" | "Infinity" | "-Infinity")) | null)[];
+            dropped: ((number | ("NaN" | "Infinity" | "-Infinity")) | null)[];
+        };
         /** @enum {string} */
         OpsEnum: "+" | "-" | "*";
         PaginatedChatSessionList: {
@@ -3011,6 +3128,26 @@ export interface components {
         SamplesCreated: {
             created: number;
         };
+        Scorecard: {
+            tokens_per_s: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            samples_per_s: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Share of generated tokens that reached a gradient step with a non-zero advantage. */
+            goodput: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            steps: number;
+            wall_s: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            reward_first: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            reward_last: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            reward_gained: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            cpus: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            gpus: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            reward_per_cpu_hour: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            reward_per_gpu_hour: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            target_reward: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            time_to_target: components["schemas"]["TimeToTarget"] | null;
+            idle_share: {
+                [key: string]: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            };
+        };
         Session: {
             user: components["schemas"]["User"] | null;
         };
@@ -3019,6 +3156,20 @@ export interface components {
             /** @description The checkpoint's run; null for an outside model. */
             run: number | null;
             step: number | null;
+        };
+        Signal: {
+            zero_std_frac_mean: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            zero_std_frac_trailing: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            trailing_steps: number[] | null;
+            zero_adv_token_frac_mean: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            threshold: number | ("NaN" | "Infinity" | "-Infinity");
+            flagged: boolean;
+            advice: string | null;
+            chart: components["schemas"]["SignalChart"];
+        };
+        SignalChart: {
+            steps: number[];
+            zero_std_frac: ((number | ("NaN" | "Infinity" | "-Infinity")) | null)[];
         };
         SignatureFailure: {
             run: number;
@@ -3031,6 +3182,23 @@ export interface components {
             /** Format: date-time */
             failed_at: string;
         };
+        StalenessBucket: {
+            staleness: number;
+            steps: number;
+            engine_kl: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            lag_kl: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description From the recipe's own per-bucket split; false: steps bucketed by their mean staleness. */
+            reported: boolean;
+        };
+        Stat: {
+            key: string;
+            mean: number | ("NaN" | "Infinity" | "-Infinity");
+            min: number | ("NaN" | "Infinity" | "-Infinity");
+            max: number | ("NaN" | "Infinity" | "-Infinity");
+            last: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            sum: number | ("NaN" | "Infinity" | "-Infinity");
+            n: number;
+        };
         /**
          * @description * `QUEUED` - Queued
          *     * `DISPATCHING` - Dispatching
@@ -3042,6 +3210,38 @@ export interface components {
          * @enum {string}
          */
         StatusEnum: "QUEUED" | "DISPATCHING" | "RUNNING" | "CANCELLING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+        Stave: {
+            /** @description rollout, reward, sandbox, old_logprob, reference, train, weight_sync, ... */
+            name: string;
+            /** @description The metric it is read from. */
+            key: string;
+            kind: components["schemas"]["StaveKindEnum"];
+            mean_s: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Mean over the mean step time. */
+            share: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Least-squares slope of its time against the step. */
+            slope_s_per_step: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            first_tenth_s: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            last_tenth_s: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description last tenth / first tenth - 1. */
+            growth: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Step time saved were this stave twice as fast (the barrel model). */
+            saved_if_2x_s: number | ("NaN" | "Infinity" | "-Infinity");
+        };
+        /**
+         * @description * `producer` - producer
+         *     * `trainer` - trainer
+         *     * `idle` - idle
+         * @enum {string}
+         */
+        StaveKindEnum: "producer" | "trainer" | "idle";
+        Summary: {
+            mean: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            min: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            max: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Runs that have the figure. */
+            runs: number;
+        };
         SweepSubmitRequest: {
             /** @description Project id, or 'team-slug/project-name' (created if missing). */
             project: number | string;
@@ -3084,6 +3284,11 @@ export interface components {
             readonly id: number;
             slug: string;
             name: string;
+        };
+        TimeToTarget: {
+            target: number | ("NaN" | "Infinity" | "-Infinity");
+            step: number;
+            wall_s: number | ("NaN" | "Infinity" | "-Infinity");
         };
         Token: {
             readonly id: number;
@@ -3150,6 +3355,18 @@ export interface components {
             vote: components["schemas"]["VoteOut"];
             reveal: components["schemas"]["Reveal"];
         };
+        WhatIf: {
+            stave: string;
+            /** @description Estimated step time were the bounding stave twice as fast. */
+            step_s: number | ("NaN" | "Infinity" | "-Infinity");
+            speedup: number | ("NaN" | "Infinity" | "-Infinity");
+        };
+        /**
+         * @description * `threshold` - threshold
+         *     * `spike` - spike
+         * @enum {string}
+         */
+        WhyEnum: "threshold" | "spike";
     };
     responses: never;
     parameters: never;
@@ -4771,6 +4988,66 @@ export interface operations {
             };
         };
     };
+    groups_scorecard_retrieve: {
+        parameters: {
+            query?: {
+                /** @description Target reward (reward/mean) for time_to_target; the project's (diagnostics settings thresholds.target_reward) when omitted. */
+                target?: number;
+            };
+            header?: never;
+            path: {
+                group_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupScorecard"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     metrics_query_create: {
         parameters: {
             query?: never;
@@ -5705,6 +5982,57 @@ export interface operations {
             };
             /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_diagnosis_retrieve: {
+        parameters: {
+            query?: {
+                /** @description Target reward (reward/mean) for time_to_target; the project's (diagnostics settings thresholds.target_reward) when omitted. */
+                target?: number;
+            };
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Diagnosis"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

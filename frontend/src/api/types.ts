@@ -160,13 +160,22 @@ export interface WsCheckpointRegistered extends WsEvent {
   checkpoint: Pick<Checkpoint, "id" | "step" | "uri">;
 }
 
+/** The run's diagnosis was updated (refetch GET /runs/{id}/diagnosis). */
+export interface WsDiagnosisUpdated extends WsEvent {
+  type: "diagnosis.updated";
+  run_id: number;
+  points_seen: number;
+  last_step: number | null;
+}
+
 export type WsMessage =
   | WsRunSnapshot
   | WsRunStatus
   | WsMetricsPoints
   | WsResync
   | WsSamplesAdded
-  | WsCheckpointRegistered;
+  | WsCheckpointRegistered
+  | WsDiagnosisUpdated;
 
 /** Close code the server uses for "not found / not yours". */
 export const WS_CLOSE_NOT_FOUND = 4404;

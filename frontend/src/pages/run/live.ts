@@ -190,6 +190,9 @@ export function applyRunMessage(
     case "checkpoint.registered":
       if (message.run_id === runId) void queryClient.invalidateQueries({ queryKey: queryKeys.checkpoints(runId) });
       return;
+    case "diagnosis.updated":
+      if (message.run_id === runId) void queryClient.invalidateQueries({ queryKey: queryKeys.diagnosis(runId) });
+      return;
     default:
       // Unknown types are for other views.
       return;
