@@ -7,6 +7,7 @@ import { STEP_INCREMENTS, formatTicks } from "../run/charts";
 import { yScale } from "../run/scales";
 import type { StepRange } from "./api";
 import { formatLogTick } from "./format";
+import { chartDraws } from "./drawQueue";
 import { definedRanges, hoverValues, type HoverStore } from "./hover";
 import { withAlpha } from "./palette";
 
@@ -230,13 +231,24 @@ function CompareChartImpl(props: CompareChartProps) {
     // `signature` stands for the lines and the axis; everything else is fed below.
   }, [signature, metricKey]);
 
-  // New data: keep the zoom if there is one, else fit it.
+  // New data: keep the zoom if there is one, else fit it. A chart's first data and a new zoom
+  // are drawn at once; live updates go through the draw queue, a few charts a frame.
+  const drawnFor = useRef<{ plot: uPlot; zoom: StepRange | null } | null>(null);
   useEffect(() => {
     const plot = plotRef.current;
     if (!plot || !data) return;
-    rangesRef.current = definedRanges(data);
-    plot.setData(data, zoom === null);
-    if (zoom) plot.setScale("x", zoom);
+    const draw = () => {
+      drawnFor.current = { plot, zoom };
+      rangesRef.current = definedRanges(data);
+      plot.setData(data, zoom === null);
+      if (zoom) plot.setScale("x", zoom);
+    };
+    const drawn = drawnFor.current;
+    if (drawn === null || drawn.plot !== plot || drawn.zoom !== zoom) {
+      draw();
+      return;
+    }
+    return chartDraws.add(plot, draw);
   }, [data, zoom, signature]);
 
   useEffect(() => {

@@ -34,6 +34,7 @@ interface Plot {
   select: { left: number; top: number; width: number; height: number };
   scales: Record<string, unknown>;
   destroyed: boolean;
+  draws: number;
 }
 
 // uPlot draws on a canvas, which jsdom lacks: a stand-in records what each chart was fed and told.
@@ -57,8 +58,11 @@ vi.mock("uplot", () => {
       plots.made.push(this as unknown as Plot);
       this.setData(data);
     }
+    /** setData and redraw calls: what a real chart would draw. */
+    draws = 0;
     setData(data: unknown[][]): void {
       this.data = data;
+      this.draws += 1;
     }
     setScale(key: string, range: unknown): void {
       this.scales[key] = range;
@@ -76,7 +80,9 @@ vi.mock("uplot", () => {
     batch(fn: () => void): void {
       fn();
     }
-    redraw(): void {}
+    redraw(): void {
+      this.draws += 1;
+    }
     setSize(): void {}
     destroy(): void {
       this.destroyed = true;
@@ -342,6 +348,39 @@ describe("the compare page", () => {
     expect(chart("reward/mean").data[1]).toEqual([0.1, 0.3, 0.6, 0.9]);
     expect(chart("reward/mean").data[2]).toEqual([0.1, 0.3, 0.7, undefined]);
     expect(plots.made.length).toBe(made);
+  });
+
+  it("redraws only the chart of a key that got live points", async () => {
+    const running = { ...RUNS, 1: runDetail({ ...RUNS[1], status: "RUNNING" }) };
+    compareApi({ "GET /api/v1/runs/1": () => running[1] });
+    renderCompare("?runs=1,2&keys=reward/mean,eval/acc");
+    await waitFor(() => expect(steps(chart("eval/acc"))).toHaveLength(3));
+    const socket = FakeWebSocket.latest();
+    socket.accept();
+    socket.send({ type: "run.snapshot", run: runSummary({ id: 1, name: RUNS[1]?.name, status: "RUNNING" }), seq: 1, epoch: "e" });
+    await waitFor(() => expect(screen.getByTestId("live-state").textContent).toBe("live: 1 running run"));
+    const evalDraws = chart("eval/acc").draws;
+    socket.send({ type: "metrics.points", run_id: 1, series: [{ key: "reward/mean", steps: [3], values: [0.9] }], seq: 2, epoch: "e" });
+    await waitFor(() => expect(steps(chart("reward/mean"))).toEqual([0, 1, 2, 3]));
+    // The run's key list changed too (its latest value): no other chart is redrawn for it.
+    expect(chart("eval/acc").draws).toBe(evalDraws);
+  });
+
+  it("asks for the metrics of the keys in the URL beside the runs' details, not after them", async () => {
+    let answerRuns: () => void = () => {};
+    const runsHeld = new Promise<void>((resolve) => (answerRuns = resolve));
+    compareApi({
+      "POST /api/v1/compare/runs": async () => {
+        await runsHeld;
+        return { runs: [1, 2].map((id) => ({ run: RUNS[id], keys: keysOf(id).keys })) };
+      },
+    });
+    renderCompare("?runs=1,2&keys=reward/mean");
+    await waitFor(() => expect(queryBodies()).toHaveLength(1));
+    expect(queryBodies()[0]).toEqual({ runs: [1, 2], keys: ["reward/mean"], max_points: 1000 });
+    answerRuns();
+    await waitFor(() => expect(steps(chart("reward/mean"))).toHaveLength(3));
+    expect(queryBodies()).toHaveLength(1);
   });
 
   it("asks again for nothing when each followed run sends its snapshot", async () => {

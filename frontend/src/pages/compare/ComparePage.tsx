@@ -1,4 +1,5 @@
 import { memo, useCallback, useDeferredValue, useEffect, useId, useMemo, useRef, useState } from "react";
+import { useQueryClient } from "@tanstack/react-query";
 import { Link, useLocation, useNavigate } from "react-router";
 
 import { useGroup } from "../../api/hooks";
@@ -7,7 +8,15 @@ import type { RunDetail, RunGroupDetail } from "../../api/types";
 import { ErrorBox } from "../../components/ErrorBox";
 import { StatsPanel } from "../groups/StatsPanel";
 import { alignKey, chartData, commonGrid, type ChartLayout, type SeriesTable, type SeriesView } from "./align";
-import { bucketsFor, useCompareRuns, useCompareSeries, useRunDetails, useRunKeys, type StepRange } from "./api";
+import {
+  bucketsFor,
+  prefetchCompareSeries,
+  useCompareRuns,
+  useCompareSeries,
+  useRunDetails,
+  useRunKeys,
+  type StepRange,
+} from "./api";
 import { CompareChart, type EntryKind } from "./CompareChart";
 import { differingPaths, groupRunsBy, type ConfigGroup } from "./config";
 import { ConfigDiff } from "./ConfigDiff";
@@ -105,6 +114,16 @@ interface CompareRunsProps {
  */
 function CompareRuns({ runIds, group, state, update }: CompareRunsProps) {
   const bulk = useCompareRuns(runIds);
+  // With the keys in the URL, the metrics go out beside the runs' details (see prefetchCompareSeries).
+  const queryClient = useQueryClient();
+  const urlKeys = state.keys;
+  useEffect(() => {
+    if (!urlKeys || urlKeys.length === 0) return;
+    const keys = orderKeys(urlKeys);
+    const query = { runs: runIds, keys, maxPoints: bucketsFor(runIds.length, keys.length), range: null };
+    void prefetchCompareSeries(queryClient, query);
+    // Only what the page opens with: later changes of keys are the loaded page's to fetch.
+  }, [queryClient, runIds]);
   // The bulk answer fills the per-run entries these read; only a refused one makes them ask.
   const details = useRunDetails(runIds, !bulk.isPending);
   const keys = useRunKeys(runIds, !bulk.isPending);
@@ -242,7 +261,9 @@ function CompareLoaded({ runs, keysByRun, group, state, update }: LoadedProps) {
   const [runIds] = useState(() => runs.map((run) => run.id));
   const configs = useStableList(runs.map((run) => run.config));
   const counts = useMemo(() => keyCounts(keysByRun), [keysByRun]);
-  const chosenKeys = useMemo(() => (state.keys ? orderKeys(state.keys) : defaultKeys(keysByRun)), [state.keys, keysByRun]);
+  const orderedKeys = useMemo(() => (state.keys ? orderKeys(state.keys) : defaultKeys(keysByRun)), [state.keys, keysByRun]);
+  // The same keys after a live batch (new key lists, same names) are the same array.
+  const chosenKeys = useStableBy(orderedKeys, orderedKeys.join("\n"));
   const gridFields = useMemo(
     () => (group?.kind === "sweep" ? Object.keys((group.grid ?? {}) as Record<string, unknown>) : []),
     [group],
@@ -286,6 +307,17 @@ function CompareLoaded({ runs, keysByRun, group, state, update }: LoadedProps) {
     };
   }, [configGroups, runs, state.by]);
   const kind: EntryKind = layout.kind;
+  // A live batch gives the runs new objects (their key lists' latest values) and so new entries
+  // with the same content: kept, the legend and every chart stay untouched (a new entries array
+  // redrew every chart, 100 lines each, at every batch). The charts draw no title (the status).
+  const legendEntries = useStableBy(
+    entries,
+    entries.map((e) => [e.id, e.label, e.colour, e.detail, e.title].join("\u0000")).join("\u0001"),
+  );
+  const chartEntries = useStableBy(
+    legendEntries,
+    entries.map((e) => [e.id, e.label, e.colour].join("\u0000")).join("\u0001"),
+  );
 
   const [hiddenBy, setHiddenBy] = useState<{ by: string; ids: ReadonlySet<string> }>({ by: state.by, ids: new Set() });
   const hidden = hiddenBy.by === state.by ? hiddenBy.ids : EMPTY;
@@ -351,7 +383,7 @@ function CompareLoaded({ runs, keysByRun, group, state, update }: LoadedProps) {
               view={view}
               layout={layout}
               kind={kind}
-              entries={entries}
+              entries={chartEntries}
               hidden={hidden}
               highlight={highlight}
               zoom={zoom}
@@ -367,7 +399,7 @@ function CompareLoaded({ runs, keysByRun, group, state, update }: LoadedProps) {
               ? `${configGroups.length} groups by ${state.by}`
               : `${runs.length} run${runs.length === 1 ? "" : "s"}`
           }
-          entries={entries}
+          entries={legendEntries}
           hidden={hidden}
           onToggle={(id) => {
             const next = new Set(hidden);
@@ -395,6 +427,13 @@ function useStableList<T>(list: readonly T[]): readonly T[] {
   const ref = useRef(list);
   if (ref.current.length !== list.length || list.some((item, i) => item !== ref.current[i])) ref.current = list;
   return ref.current;
+}
+
+/** The first value given while `key` stays the same: a memo key for values rebuilt with equal content. */
+function useStableBy<T>(value: T, key: string): T {
+  const ref = useRef({ value, key });
+  if (ref.current.key !== key) ref.current = { value, key };
+  return ref.current.value;
 }
 
 function FinalTableSlot(props: { rows: FinalRow[]; keys: string[]; grouped: boolean; pending: boolean }) {

@@ -11,7 +11,8 @@ import { describeFeed, liveRuns, messageRun, runsSocketUrl, SLEEP_RESYNC_MS, typ
 
 /**
  * Live points are applied at most this often (ms), at an animation frame: each application
- * realigns and redraws every chart with every run, which for 100 runs is most of a frame's time.
+ * realigns every run of the keys that got points, and their charts are redrawn, a few a frame
+ * (drawQueue), with every run's line.
  */
 export const FLUSH_INTERVAL_MS = 200;
 /** Past this many ms more without a frame (a hidden tab draws none) the points are applied anyway. */

@@ -121,6 +121,19 @@ export async function fetchCompareSeries(query: SeriesQuery, signal?: AbortSigna
   return table;
 }
 
+/**
+ * Ask for a comparison before the page needs it: with its keys in the URL the page knows its
+ * bulk read before the runs' details and keys are in, and sends both at once (one round trip
+ * less before the charts). The page's useCompareSeries then finds the answer, or the request in flight.
+ */
+export function prefetchCompareSeries(queryClient: QueryClient, query: SeriesQuery): Promise<void> {
+  return queryClient.prefetchQuery({
+    queryKey: compareKeys.seriesOf(query),
+    queryFn: ({ signal }) => fetchCompareSeries(query, signal),
+    staleTime: Number.POSITIVE_INFINITY,
+  });
+}
+
 export function useCompareSeries(query: SeriesQuery, enabled: boolean, keepPrevious: boolean) {
   return useQuery({
     queryKey: compareKeys.seriesOf(query),
