@@ -360,6 +360,16 @@ class Trainer:
         mismatch, tis_weights = algo.mismatch_metrics(
             engine_logp=batch.engine_logp, old_logp=old, current_logp=current, mask=batch.response_mask, tis_cap=tis_cap
         )
+        staleness = torch.tensor([self.version - int(s["weight_version"]) for s in samples], device=self.device)
+        mismatch.update(
+            algo.mismatch_by_staleness(
+                engine_logp=batch.engine_logp,
+                old_logp=old,
+                current_logp=current,
+                mask=batch.response_mask,
+                staleness=staleness,
+            )
+        )
         targets = _Targets(
             old_logp=old,
             advantages=advantages,
@@ -391,6 +401,7 @@ class Trainer:
                 "time/train_s": train_s,
                 "train/tokens": batch.tokens,
                 "train/group_size": float(len(groups[0])),
+                "train/zero_adv_token_frac": algo.zero_advantage_token_frac(advantages, batch.response_mask),
             }
         )
         if ref is not None:

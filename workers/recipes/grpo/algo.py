@@ -30,6 +30,29 @@ def sampled_kl(logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Ten
     return masked_mean(k3((logp - behaviour_logp) * mask), mask)
 
 
+def mismatch_by_staleness(
+    *,
+    engine_logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    current_logp: torch.Tensor,
+    mask: torch.Tensor,
+    staleness: torch.Tensor,
+) -> dict[str, float]:
+    """engine_kl and lag_kl over the samples of each staleness (versions between generation and
+    this update; ``staleness`` is per sample): ``mismatch/staleness_<k>/engine_kl`` and ``lag_kl``."""
+    out: dict[str, float] = {}
+    for k in sorted({int(x) for x in staleness.tolist()}):
+        bucket = mask * (staleness == k).to(mask.dtype)[:, None]
+        out[f"mismatch/staleness_{k}/engine_kl"] = sampled_kl(old_logp, engine_logp, bucket)
+        out[f"mismatch/staleness_{k}/lag_kl"] = sampled_kl(current_logp, old_logp, bucket)
+    return out
+
+
+def zero_advantage_token_frac(advantages: torch.Tensor, mask: torch.Tensor) -> float:
+    """The share of response tokens whose advantage is zero (their group carried no signal)."""
+    return masked_mean((advantages == 0).to(mask.dtype), mask)
+
+
 def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     """``rewards`` is [groups, group_size]. Returns (advantages of the same shape, zero-std mask
     per group). A group whose rewards are all equal carries no signal: its advantages are 0."""
