@@ -186,3 +186,17 @@ def test_an_empty_state_reports_every_view():
     assert report["barrel"]["bounding"] is None and report["barrel"]["chart"]["step_s"] == []
     assert report["mismatch"]["attributed_to"] is None and not report["signal"]["flagged"]
     assert report["scorecard"]["goodput"] is None
+
+
+def test_the_recipes_own_staleness_split_replaces_the_per_step_proxy():
+    s = np.arange(20, dtype=np.int64)
+    data = {
+        "mismatch/engine_kl": (s, np.full(20, 1e-6)),
+        "mismatch/lag_kl": (s, np.full(20, 1e-4)),
+        "offpolicy/staleness_mean": (s, np.full(20, 1.0)),
+        "mismatch/staleness_1/engine_kl": (s, np.full(20, 2e-6)),
+        "mismatch/staleness_1/lag_kl": (s, np.full(20, 3e-4)),
+    }
+    by = dx.mismatch_view(fold_in_batches(data))["by_staleness"]
+    assert len(by) == 1 and by[0]["reported"] and by[0]["steps"] == 20
+    assert abs(by[0]["lag_kl"] - 3e-4) < 1e-15 and abs(by[0]["engine_kl"] - 2e-6) < 1e-15
