@@ -166,6 +166,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": CHAT_SETTLE_INTERVAL_S,
         "options": {"expires": CHAT_SETTLE_INTERVAL_S * 2},
     },
+    "diagnostics-stalled": {
+        "task": "diagnostics.check_stalled",
+        "schedule": 60.0,
+        "options": {"expires": 120.0},
+    },
 }
 
 AUTH_PASSWORD_VALIDATORS = [

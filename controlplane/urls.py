@@ -14,6 +14,12 @@ from controlplane.chat.api import (
 )
 from controlplane.checkpoints.api import CheckpointListView, RunResumeView, RunSamplesSummaryView, RunSamplesView
 from controlplane.compare.api import CompareRunsView, CompareStatsView, GroupExportView, RunTableKeysView, RunTableView
+from controlplane.diagnostics.alerts_api import (
+    AlertAcknowledgeView,
+    ProjectDiagnosticsSettingsView,
+    RunAlertsView,
+    TeamAlertsView,
+)
 from controlplane.diagnostics.api import GroupScorecardView, RunDiagnosisView
 from controlplane.diagnostics.triage_api import (
     FailureSignatureFixView,
@@ -151,6 +157,11 @@ api_v1 = [
     # Run diagnosis (controlplane.diagnostics.api).
     path("runs/<id:run_id>/diagnosis", RunDiagnosisView.as_view()),
     path("groups/<id:group_id>/scorecard", GroupScorecardView.as_view()),
+    # Alerts (controlplane.diagnostics.alerts_api).
+    path("runs/<id:run_id>/alerts", RunAlertsView.as_view()),
+    path("teams/<id:team_id>/alerts", TeamAlertsView.as_view()),
+    path("alerts/<id:alert_id>/acknowledge", AlertAcknowledgeView.as_view()),
+    path("projects/<id:project_id>/diagnostics-settings", ProjectDiagnosticsSettingsView.as_view()),
 ]
 
 urlpatterns = [

@@ -4,8 +4,6 @@ points to alerts and pushes `diagnosis.updated` to the run's websocket group."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 from typing import Any
 
@@ -13,6 +11,7 @@ from celery import shared_task
 from django.db import transaction
 from django.utils import timezone
 
+from controlplane.diagnostics import alerts
 from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics.feed import NewPoints, pop_pending
 from controlplane.diagnostics.models import DiagnosticsSettings, RunDiagnosis
@@ -61,10 +60,6 @@ def build_report(run: Run, state: dict[str, Any], *, target: float | None = None
 
 
 def _alerts_on_points(run: Run, new: NewPoints, state: dict[str, Any]) -> None:
-    # TODO(lead): controlplane/diagnostics/alerts.py is the lead's; called once it exists.
-    if importlib.util.find_spec("controlplane.diagnostics.alerts") is None:
-        return
-    alerts = importlib.import_module("controlplane.diagnostics.alerts")
     alerts.on_points(run, new, state.setdefault("alerts", {}))
 
 
@@ -121,3 +116,12 @@ def update_run(run_id: int) -> int:
         return 0
     diagnosis_update(run_id, new)
     return len(new)
+
+
+# Every minute; a tick that two beats send twice raises nothing twice (dedup_key is unique).
+@shared_task(  # type: ignore[untyped-decorator]
+    name="diagnostics.check_stalled", soft_time_limit=30, time_limit=60, ignore_result=True
+)
+def check_stalled() -> int:
+    """Raise `stalled` on RUNNING runs whose points stopped coming (alerts.check_stalled)."""
+    return len(alerts.check_stalled())

@@ -41,6 +41,7 @@ from controlplane.asgi import application, websocket_urlpatterns
 from controlplane.chat import services as chat_services
 from controlplane.checkpoints.models import Checkpoint
 from controlplane.diagnostics.failures import failure_file
+from controlplane.diagnostics.models import Alert
 from controlplane.evals import battles as eval_battles
 from controlplane.evals import services as eval_services
 from controlplane.evals.models import Eval, Serving
@@ -367,6 +368,19 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("api/v1/failures/<id:signature_id>/fix", "DELETE"): Call(TEAM_MEMBER, (200,), "/api/v1/failures/{failure}/fix"),
     ("api/v1/runs/<id:run_id>/diagnosis", "GET"): Call(RUN_READ, (200,), RUN + "/diagnosis"),
     ("api/v1/groups/<id:group_id>/scorecard", "GET"): Call(TEAM_READ, (200,), "/api/v1/groups/{group}/scorecard"),
+    # Alerts (controlplane.diagnostics.alerts_api): {alert} is raised on the team's run.
+    # People only: a job has no business with its alerts.
+    ("api/v1/runs/<id:run_id>/alerts", "GET"): Call({**RUN_READ, P.OWN_TOKEN: 403}, (200,), RUN + "/alerts"),
+    ("api/v1/teams/<id:team_id>/alerts", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}/alerts"),
+    ("api/v1/alerts/<id:alert_id>/acknowledge", "POST"): Call(
+        TEAM_MEMBER, (200,), "/api/v1/alerts/{alert}/acknowledge"
+    ),
+    ("api/v1/projects/<id:project_id>/diagnostics-settings", "GET"): Call(
+        TEAM_READ, (200,), "/api/v1/projects/{project}/diagnostics-settings"
+    ),
+    ("api/v1/projects/<id:project_id>/diagnostics-settings", "PATCH"): Call(
+        TEAM_MEMBER, (200,), "/api/v1/projects/{project}/diagnostics-settings", {"thresholds": {"spike_k": 6}}
+    ),
 }
 
 
@@ -556,6 +570,8 @@ def _failures(world: World) -> None:
     failure = failure_file(attempt_id=attempt)
     assert failure is not None
     world.evals["failure"] = str(failure.signature_id)
+    alert = Alert.objects.create(run=world.run, kind="kl_spike", dedup_key="kl_spike:policy/kl_ref:3", message="m")
+    world.evals["alert"] = str(alert.id)
 
 
 def _fill(template: Any, values: dict[str, str]) -> Any:

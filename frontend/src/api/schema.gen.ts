@@ -4,6 +4,23 @@
  */
 
 export interface paths {
+    "/api/v1/alerts/{alert_id}/acknowledge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Acknowledge an alert (members): someone is on it. Acknowledging again changes nothing. */
+        post: operations["alerts_acknowledge_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/battles/{battle_id}": {
         parameters: {
             query?: never;
@@ -468,6 +485,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project_id}/diagnostics-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The project's alert settings: thresholds, muted kinds, webhook */
+        get: operations["projects_diagnostics_settings_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change the project's alert settings (members; the webhook: admins)
+         * @description Fields left out keep their values; thresholds replace the overrides as a whole.
+         */
+        patch: operations["projects_diagnostics_settings_partial_update"];
+        trace?: never;
+    };
     "/api/v1/recipes": {
         parameters: {
             query?: never;
@@ -515,6 +553,23 @@ export interface paths {
         };
         /** A run, its resolved config and attempts */
         get: operations["runs_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/{run_id}/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The run's alerts, newest first */
+        get: operations["runs_alerts_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -964,6 +1019,23 @@ export interface paths {
         patch: operations["teams_partial_update"];
         trace?: never;
     };
+    "/api/v1/teams/{team_id}/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The team's alert feed: alerts on all its runs, newest first */
+        get: operations["teams_alerts_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/teams/{team_id}/failures": {
         parameters: {
             query?: never;
@@ -1074,6 +1146,26 @@ export interface components {
     schemas: {
         Accepted: {
             accepted: number;
+        };
+        Alert: {
+            readonly id: number;
+            readonly run: number;
+            readonly run_name: string;
+            readonly kind: string;
+            readonly severity: components["schemas"]["SeverityEnum"];
+            readonly message: string;
+            readonly first_step: number | null;
+            readonly last_step: number | null;
+            readonly details: unknown;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly acknowledged_at: string | null;
+            readonly acknowledged_by: string | null;
+            /** Format: date-time */
+            readonly delivered_at: string | null;
+            readonly delivery_attempts: number;
+            readonly delivery_error: string;
         };
         ArtifactEntry: {
             /** @description Relative to the run's artifact root; pass it as `path` to list or download. */
@@ -1442,6 +1534,21 @@ export interface components {
             offpolicy: components["schemas"]["Offpolicy"];
             signal: components["schemas"]["Signal"];
             scorecard: components["schemas"]["Scorecard"];
+        };
+        DiagnosticsSettings: {
+            /** @description Overrides of the alert thresholds by name; the defaults: smooth_span=10, baseline_steps=10, sustain_steps=3, collapse_min_gain=6, reward_collapse_drop=0.5, entropy_collapse_ratio=0.1, spike_k=8, spike_ratio=3, kl_spike_min=0.05, engine_kl_spike_min=0.001, sandbox_failures_min=5, no_signal_frac=0.8, no_signal_steps=10, length_growth=0.5, trend_steps=50, hacking_evals=3, eval_drop=0.05, stalled_minutes=10. target_reward sets the scorecard's time-to-target. */
+            thresholds: {
+                [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
+            };
+            /** @description Every threshold in force. */
+            effective: {
+                [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
+            };
+            /** @description Alert kinds that raise nothing. */
+            muted: string[];
+            /** @description Alerts are POSTed here, signed with the secret; empty: none. */
+            webhook_url: string;
+            has_webhook_secret: boolean;
         };
         EnvironmentRequest: {
             /** Format: uuid */
@@ -1925,6 +2032,20 @@ export interface components {
         };
         /** @enum {string} */
         ModeEnum: "sync" | "async";
+        /**
+         * @description * `nan_inf` - nan_inf
+         *     * `reward_collapse` - reward_collapse
+         *     * `entropy_collapse` - entropy_collapse
+         *     * `kl_spike` - kl_spike
+         *     * `engine_mismatch` - engine_mismatch
+         *     * `sandbox_failures` - sandbox_failures
+         *     * `no_signal` - no_signal
+         *     * `length_outpaces_reward` - length_outpaces_reward
+         *     * `reward_hacking` - reward_hacking
+         *     * `stalled` - stalled
+         * @enum {string}
+         */
+        MutedEnum: "nan_inf" | "reward_collapse" | "entropy_collapse" | "kl_spike" | "engine_mismatch" | "sandbox_failures" | "no_signal" | "length_outpaces_reward" | "reward_hacking" | "stalled";
         /** @enum {string} */
         NameEnum: "arithmetic";
         /** @enum {unknown} */
@@ -1941,6 +2062,21 @@ export interface components {
         };
         /** @enum {string} */
         OpsEnum: "+" | "-" | "*";
+        PaginatedAlertList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["Alert"][];
+        };
         PaginatedChatSessionList: {
             /** @example 123 */
             count: number;
@@ -2120,6 +2256,14 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["Team"][];
+        };
+        PatchedDiagnosticsSettingsInRequest: {
+            thresholds?: {
+                [key: string]: number;
+            };
+            muted?: components["schemas"]["MutedEnum"][];
+            webhook_url?: string;
+            webhook_secret?: string;
         };
         PatchedTeamUpdateRequest: {
             name?: string;
@@ -3151,6 +3295,12 @@ export interface components {
         Session: {
             user: components["schemas"]["User"] | null;
         };
+        /**
+         * @description * `warning` - Warning
+         *     * `critical` - Critical
+         * @enum {string}
+         */
+        SeverityEnum: "warning" | "critical";
         Side: {
             label: string;
             /** @description The checkpoint's run; null for an outside model. */
@@ -3376,6 +3526,62 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    alerts_acknowledge_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                alert_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Alert"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     battles_retrieve: {
         parameters: {
             query?: never;
@@ -5219,6 +5425,123 @@ export interface operations {
             };
         };
     };
+    projects_diagnostics_settings_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DiagnosticsSettings"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    projects_diagnostics_settings_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedDiagnosticsSettingsInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DiagnosticsSettings"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     recipes_list: {
         parameters: {
             query?: never;
@@ -5425,6 +5748,70 @@ export interface operations {
             };
             /** @description Not authenticated, or a bad token. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_alerts_list: {
+        parameters: {
+            query?: {
+                /** @description Only acknowledged alerts, or only not */
+                acknowledged?: "true" | "false";
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedAlertList"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7244,6 +7631,70 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    teams_alerts_list: {
+        parameters: {
+            query?: {
+                /** @description Only acknowledged alerts, or only not */
+                acknowledged?: "true" | "false";
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                team_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedAlertList"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
             403: {
                 headers: {
                     [name: string]: unknown;

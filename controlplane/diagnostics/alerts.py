@@ -1,0 +1,534 @@
+"""Alerts: patterns on a run's series that a person should look at, raised as points arrive.
+
+`on_points` is called by the incremental updater (controlplane.diagnostics.tasks) with the points
+it folds in and the "alerts" part of the run's diagnosis state, in the updater's transaction. Each
+detector below reads the new points of its keys in step order, keeps what it needs in that state
+(trailing windows of at most WINDOW values, running peaks, smoothed values), and raises an Alert
+row when its pattern appears. An alert is raised once: its `dedup_key` (unique per run) names the
+occurrence (the key and the step where it began), so a retried update, or the same pattern seen
+again in the same episode, adds nothing. `check_stalled` (Celery beat) finds RUNNING runs whose
+points stopped coming.
+
+The thresholds (THRESHOLDS: name -> default) are overridden per project in
+DiagnosticsSettings.thresholds; a kind listed in DiagnosticsSettings.muted raises nothing.
+
+The detectors, each with the steps it names:
+
+- `nan_inf` (critical): a NaN or ±Inf in a loss or gradient series (a key whose last part holds
+  "loss" or "grad"). Once per key. Steps: the first non-finite step.
+- `reward_collapse`: reward/mean, smoothed (debiased EMA, span `smooth_span`), has gained at least
+  `collapse_min_gain` noise sigmas over its first `baseline_steps` steps' mean, then lost
+  `reward_collapse_drop` of that gain from its peak, for `sustain_steps` steps in a row. The noise
+  sigma is the trailing median absolute step-to-step difference / (0.6745·√2). Once per peak.
+  Steps: the peak's, and the step where the fall was confirmed.
+- `entropy_collapse`: policy/entropy, smoothed, falls below `entropy_collapse_ratio` of its first
+  `baseline_steps` steps' mean. Once. Steps: where it fell below.
+- `kl_spike`: policy/kl_ref or policy/approx_kl jumps above all of `kl_spike_min`,
+  `spike_ratio` times the trailing median, and the trailing median + `spike_k` robust sigmas (MAD);
+  at most one per key per `WINDOW` steps. Steps: the spike's.
+- `engine_mismatch`: the same rule on mismatch/engine_kl, with `engine_kl_spike_min`: the rollout
+  engine and the trainer disagree on the same weights (a refit or inference bug).
+- `sandbox_failures`: the same rule on sandbox/failures and sandbox/timeouts (counts per step),
+  with `sandbox_failures_min`.
+- `no_signal`: reward/zero_std_frac averages above `no_signal_frac` over `no_signal_steps` steps:
+  most groups' rewards are all equal, so their advantages are zero. Raised again only after the
+  average has come back below half of that. Steps: the window's.
+- `length_outpaces_reward`: over the last `trend_steps` steps with both series, the least-squares
+  fit of response_length/mean grows by `length_growth` of its start while reward/mean's slope is
+  not significantly positive (t < 2): the policy writes longer without scoring better. Once per
+  episode (raised again only after the growth fell under half of that). Steps: the window's.
+- `reward_hacking`: the proxy reward rises while a held-out eval falls: over the last
+  `hacking_evals` points of an eval/<set>/... reward series, the eval fell every time, by
+  `eval_drop` of its magnitude in all, while smoothed reward/mean rose by more than its noise
+  sigma over the same steps. Once per episode (until the eval rises again). Steps: the first and last eval point of the
+  span. (The human score's divergence from the reward is shown on the run's checkpoints,
+  controlplane.evals.human.)
+- `stalled`: a RUNNING run that started over `stalled_minutes` minutes ago whose diagnosis has
+  not been updated (no diagnosed point arrived) for `stalled_minutes` minutes. Raised again only
+  after points came again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from controlplane.diagnostics.feed import NewPoints
+from controlplane.diagnostics.models import Alert, AlertSeverity, DiagnosticsSettings, RunDiagnosis
+from controlplane.diagnostics.webhooks import alert_summary, deliver_on_commit
+from controlplane.events import publish_on_commit
+from controlplane.runs.models import Run, RunStatus
+
+logger = logging.getLogger(__name__)
+
+# Values kept per trailing window.
+WINDOW = 50
+# A robust sigma from a median absolute deviation.
+MAD_SIGMA = 1.4826
+
+THRESHOLDS: dict[str, float] = {
+    "smooth_span": 10,
+    "baseline_steps": 10,
+    "sustain_steps": 3,
+    "collapse_min_gain": 6.0,
+    "reward_collapse_drop": 0.5,
+    "entropy_collapse_ratio": 0.1,
+    "spike_k": 8.0,
+    "spike_ratio": 3.0,
+    "kl_spike_min": 0.05,
+    "engine_kl_spike_min": 1e-3,
+    "sandbox_failures_min": 5.0,
+    "no_signal_frac": 0.8,
+    "no_signal_steps": 10,
+    "length_growth": 0.5,
+    "trend_steps": 50,
+    "hacking_evals": 3,
+    "eval_drop": 0.05,
+    "stalled_minutes": 10,
+}
+
+KINDS = (
+    "nan_inf",
+    "reward_collapse",
+    "entropy_collapse",
+    "kl_spike",
+    "engine_mismatch",
+    "sandbox_failures",
+    "no_signal",
+    "length_outpaces_reward",
+    "reward_hacking",
+    "stalled",
+)
+
+SPIKES = {
+    "policy/kl_ref": ("kl_spike", "kl_spike_min"),
+    "policy/approx_kl": ("kl_spike", "kl_spike_min"),
+    "mismatch/engine_kl": ("engine_mismatch", "engine_kl_spike_min"),
+    "sandbox/failures": ("sandbox_failures", "sandbox_failures_min"),
+    "sandbox/timeouts": ("sandbox_failures", "sandbox_failures_min"),
+}
+
+
+class Raised:
+    """What the detectors of one update raise: (kind, dedup_key, message, first_step, last_step,
+    details, severity)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, str, int | None, int | None, dict[str, Any], str]] = []
+
+    def add(
+        self,
+        kind: str,
+        dedup: str,
+        message: str,
+        first: int | None,
+        last: int | None = None,
+        details: dict[str, Any] | None = None,
+        severity: str = AlertSeverity.WARNING,
+    ) -> None:
+        self.items.append((kind, dedup, message, first, first if last is None else last, details or {}, severity))
+
+
+def thresholds_of(settings: DiagnosticsSettings | None) -> dict[str, float]:
+    merged = dict(THRESHOLDS)
+    for name, value in ((settings.thresholds if settings else None) or {}).items():
+        if name in merged and isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            merged[name] = float(value)
+    return merged
+
+
+def _points(new: NewPoints, key: str) -> Iterator[tuple[int, float]]:
+    found = new.series.get(key)
+    if found is None:
+        return iter(())
+    steps, values = found
+    return zip(steps.tolist(), values.tolist(), strict=True)
+
+
+def _push(window: list[Any], item: Any, size: int = WINDOW) -> None:
+    window.append(item)
+    del window[: max(0, len(window) - size)]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+class _Ema:
+    """A debiased exponential moving average, as TensorBoard smooths, kept in a JSON dict."""
+
+    @staticmethod
+    def update(s: dict[str, Any], value: float, span: float) -> float:
+        alpha = 2.0 / (span + 1.0)
+        s["ema_raw"] = (1 - alpha) * s.get("ema_raw", 0.0) + alpha * value
+        s["ema_n"] = s.get("ema_n", 0) + 1
+        return float(s["ema_raw"] / (1 - (1 - alpha) ** s["ema_n"]))
+
+
+def _noise_sigma(diffs: list[float]) -> float:
+    """The noise of a series from its trailing step-to-step differences (robust to trends)."""
+    if not diffs:
+        return 0.0
+    return float(np.median(np.abs(diffs))) / (0.6745 * math.sqrt(2))
+
+
+def _nan_inf(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
+    seen = state.setdefault("nan_inf", [])
+    for key, (steps, values) in new.series.items():
+        leaf = key.rsplit("/", 1)[-1]
+        if key in seen or not ("loss" in leaf or "grad" in leaf):
+            continue
+        bad = np.flatnonzero(~np.isfinite(values))
+        if len(bad):
+            step, value = int(steps[bad[0]]), float(values[bad[0]])
+            seen.append(key)
+            out.add(
+                "nan_inf",
+                f"nan_inf:{key}",
+                f"{key} is {value} at step {step}: the update diverged (check the learning rate, "
+                "grad clipping and the loss's inputs).",
+                step,
+                severity=AlertSeverity.CRITICAL,
+                details={"key": key, "value": str(value)},
+            )
+
+
+def _reward_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
+    s = state.setdefault("reward_collapse", {})
+    for step, value in _points(new, "reward/mean"):
+        if not math.isfinite(value):
+            continue
+        smooth = _Ema.update(s, value, t["smooth_span"])
+        if "last" in s:
+            _push(s.setdefault("diffs", []), value - s["last"])
+        s["last"] = value
+        base = s.setdefault("base", [])
+        if len(base) < t["baseline_steps"]:
+            base.append(value)
+            continue
+        if smooth > s.get("peak", -math.inf):
+            s["peak"], s["peak_step"], s["below"] = smooth, step, 0
+            continue
+        baseline = sum(base) / len(base)
+        gain = s["peak"] - baseline
+        sigma = _noise_sigma(s.get("diffs", []))
+        if gain <= t["collapse_min_gain"] * sigma or gain <= 0:
+            continue
+        if s["peak"] - smooth > t["reward_collapse_drop"] * gain:
+            s["below"] = s.get("below", 0) + 1
+        else:
+            s["below"] = 0
+        if s["below"] >= t["sustain_steps"] and s.get("fired_peak") != s["peak_step"]:
+            s["fired_peak"] = s["peak_step"]
+            out.add(
+                "reward_collapse",
+                f"reward_collapse:{s['peak_step']}",
+                f"reward/mean collapsed: it rose from {_fmt(baseline)} to {_fmt(s['peak'])} (smoothed) by step "
+                f"{s['peak_step']}, then fell to {_fmt(smooth)} by step {step}, losing "
+                f"{_fmt((s['peak'] - smooth) / gain * 100)}% of its gain.",
+                int(s["peak_step"]),
+                step,
+                details={"baseline": baseline, "peak": s["peak"], "now": smooth},
+            )
+
+
+def _entropy_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
+    s = state.setdefault("entropy_collapse", {})
+    for step, value in _points(new, "policy/entropy"):
+        if not math.isfinite(value) or s.get("fired"):
+            continue
+        smooth = _Ema.update(s, value, t["smooth_span"])
+        base = s.setdefault("base", [])
+        if len(base) < t["baseline_steps"]:
+            base.append(value)
+            continue
+        baseline = sum(base) / len(base)
+        if baseline > 0 and smooth < t["entropy_collapse_ratio"] * baseline:
+            s["fired"] = True
+            out.add(
+                "entropy_collapse",
+                "entropy_collapse",
+                f"policy/entropy collapsed to {_fmt(smooth)} (smoothed) at step {step}, under "
+                f"{_fmt(t['entropy_collapse_ratio'] * 100)}% of its start ({_fmt(baseline)}): the policy has "
+                "stopped exploring (lower the learning rate, add an entropy bonus or raise the temperature).",
+                step,
+                details={"baseline": baseline, "now": smooth},
+            )
+
+
+def _spikes(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
+    for key, (kind, floor) in SPIKES.items():
+        if key not in new.series:
+            continue
+        s = state.setdefault("spikes", {}).setdefault(key, {})
+        window = s.setdefault("w", [])
+        for step, value in _points(new, key):
+            if not math.isfinite(value):
+                continue
+            if len(window) >= 10:
+                med = float(np.median(window))
+                sigma = MAD_SIGMA * float(np.median(np.abs(np.asarray(window) - med)))
+                limit = max(t[floor], t["spike_ratio"] * med, med + t["spike_k"] * sigma)
+                fired = s.get("fired")
+                if value > limit and (fired is None or step - fired > WINDOW):
+                    s["fired"] = step
+                    out.add(
+                        kind,
+                        f"{kind}:{key}:{step}",
+                        f"{key} spiked to {_fmt(value)} at step {step} (trailing median {_fmt(med)}, "
+                        f"limit {_fmt(limit)}).",
+                        step,
+                        details={"key": key, "value": value, "median": med, "limit": limit},
+                    )
+            _push(window, value)
+
+
+def _no_signal(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
+    s = state.setdefault("no_signal", {})
+    n = int(t["no_signal_steps"])
+    for step, value in _points(new, "reward/zero_std_frac"):
+        if not math.isfinite(value):
+            continue
+        window = s.setdefault("w", [])
+        _push(window, [step, value], n)
+        if len(window) < n:
+            continue
+        mean = sum(v for _, v in window) / n
+        if s.get("on"):
+            if mean < t["no_signal_frac"] / 2:
+                s["on"] = False
+            continue
+        if mean > t["no_signal_frac"]:
+            s["on"] = True
+            first = int(window[0][0])
+            out.add(
+                "no_signal",
+                f"no_signal:{first}",
+                f"No learning signal: {_fmt(mean * 100)}% of groups had all-equal rewards over steps {first}-{step}, "
+                "so their advantages are zero. Usually fixed by a larger group size, or prompts whose difficulty "
+                "suits the policy (filter out those it always or never solves).",
+                first,
+                step,
+                details={"zero_std_frac": mean},
+            )
+
+
+def _slope(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
+    """Least-squares (slope, intercept, t statistic of the slope)."""
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    xm, ym = x.mean(), y.mean()
+    sxx = float(((x - xm) ** 2).sum())
+    if sxx == 0:
+        return 0.0, float(ym), 0.0
+    slope = float(((x - xm) * (y - ym)).sum()) / sxx
+    intercept = float(ym - slope * xm)
+    resid = y - (intercept + slope * x)
+    dof = len(x) - 2
+    se = math.sqrt(float((resid**2).sum()) / dof / sxx) if dof > 0 else 0.0
+    return slope, intercept, (slope / se if se > 0 else (math.inf if slope > 0 else 0.0))
+
+
+def _length_outpaces_reward(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
+    if "response_length/mean" not in new.series and "reward/mean" not in new.series:
+        return
+    s = state.setdefault("length", {})
+    size = int(t["trend_steps"])
+    for name, key in (("len", "response_length/mean"), ("rew", "reward/mean")):
+        window = s.setdefault(name, [])
+        for step, value in _points(new, key):
+            if math.isfinite(value):
+                _push(window, [step, value], size)
+    rewards = dict((int(a), b) for a, b in s.get("rew", []))
+    pairs = [(st, v, rewards[int(st)]) for st, v in s.get("len", []) if int(st) in rewards]
+    if len(pairs) < max(10, size * 0.6):
+        return
+    last = int(pairs[-1][0])
+    steps = [p[0] for p in pairs]
+    slope_l, icpt_l, _ = _slope(steps, [p[1] for p in pairs])
+    slope_r, _, t_r = _slope(steps, [p[2] for p in pairs])
+    start = icpt_l + slope_l * steps[0]
+    if start <= 0:
+        return
+    growth = slope_l * (steps[-1] - steps[0]) / start
+    if growth < t["length_growth"] / 2:
+        s["on"] = False  # re-armed (with hysteresis): the next episode is a new alert
+    if not (growth > t["length_growth"] and t_r < 2):
+        return
+    if s.get("on"):
+        return
+    s["on"] = True
+    first = int(steps[0])
+    out.add(
+        "length_outpaces_reward",
+        f"length_outpaces_reward:{first}",
+        f"response_length/mean grew {_fmt(growth * 100)}% over steps {first}-{last} while reward/mean did "
+        "not improve significantly: the policy writes longer without scoring better (a length bias in the "
+        "reward, or truncation).",
+        first,
+        last,
+        details={"length_growth": growth, "reward_slope": slope_r, "reward_t": t_r},
+    )
+
+
+def _eval_keys(new: NewPoints) -> list[str]:
+    return sorted(k for k in new.series if k.startswith("eval/") and k.endswith("reward_mean"))
+
+
+def _reward_hacking(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
+    s = state.setdefault("hacking", {})
+    reward = s.setdefault("reward", {})
+    trail = s.setdefault("trail", [])  # [step, smoothed reward]
+    for step, value in _points(new, "reward/mean"):
+        if not math.isfinite(value):
+            continue
+        if "last" in reward:
+            _push(reward.setdefault("diffs", []), value - reward["last"])
+        reward["last"] = value
+        _push(trail, [step, _Ema.update(reward, value, t["smooth_span"])], 4 * WINDOW)
+    k = int(t["hacking_evals"])
+    for key in _eval_keys(new):
+        evals = s.setdefault("evals", {}).setdefault(key, [])
+        for step, value in _points(new, key):
+            if math.isfinite(value):
+                _push(evals, [step, value], k + 1)
+        if len(evals) < k + 1:
+            continue
+        span = evals[-(k + 1) :]
+        values = [v for _, v in span]
+        falling = all(b < a for a, b in itertools.pairwise(values))
+        drop = values[0] - values[-1]
+        if values[-1] >= values[-2]:
+            s.setdefault("on", {})[key] = False  # re-armed: the eval rose again
+        if s.setdefault("on", {}).get(key):
+            continue
+        if not falling or drop <= t["eval_drop"] * max(abs(values[0]), 1e-12):
+            continue
+        first, last = int(span[0][0]), int(span[-1][0])
+
+        def smoothed_at(step: int) -> float | None:
+            before = [v for st, v in trail if st <= step]
+            return before[-1] if before else None
+
+        r0, r1 = smoothed_at(first), smoothed_at(last)
+        sigma = _noise_sigma(reward.get("diffs", []))
+        if r0 is None or r1 is None or r1 - r0 <= max(sigma, 1e-12):
+            continue
+        dedup = f"reward_hacking:{key}:{first}"
+        s["on"][key] = True
+        out.add(
+            "reward_hacking",
+            dedup,
+            f"Possible reward hacking: reward/mean rose from {_fmt(r0)} to {_fmt(r1)} (smoothed) over steps "
+            f"{first}-{last} while {key} fell from {_fmt(values[0])} to {_fmt(values[-1])}.",
+            first,
+            last,
+            details={"eval_key": key, "eval": values, "reward_from": r0, "reward_to": r1},
+        )
+
+
+DETECTORS: tuple[tuple[str, Callable[[NewPoints, dict[str, Any], dict[str, float], Raised], None]], ...] = (
+    ("nan_inf", _nan_inf),
+    ("reward_collapse", _reward_collapse),
+    ("entropy_collapse", _entropy_collapse),
+    ("spikes", _spikes),
+    ("no_signal", _no_signal),
+    ("length_outpaces_reward", _length_outpaces_reward),
+    ("reward_hacking", _reward_hacking),
+)
+
+
+def detect(new: NewPoints, state: dict[str, Any], thresholds: dict[str, float] | None = None) -> Raised:
+    """Run every detector over the new points (pure: state in, alerts out)."""
+    t = thresholds or THRESHOLDS
+    out = Raised()
+    for _, detector in DETECTORS:
+        detector(new, state, t, out)
+    return out
+
+
+def _settings(run: Run) -> DiagnosticsSettings | None:
+    try:
+        return run.project.diagnostics_settings
+    except DiagnosticsSettings.DoesNotExist:
+        return None
+
+
+def raise_alerts(run: Run, raised: Raised) -> list[Alert]:
+    """Store the raised alerts that are new (not muted; dedup_key not seen on the run), publish
+    each on the run's websocket after commit and queue its webhook delivery. Returns the new ones."""
+    muted = set((_settings(run) or DiagnosticsSettings()).muted or [])
+    made: list[Alert] = []
+    for kind, dedup, message, first, last, details, severity in raised.items:
+        if kind in muted:
+            continue
+        alert = Alert(
+            run=run,
+            kind=kind,
+            severity=severity,
+            dedup_key=dedup[:200],
+            message=message,
+            first_step=first,
+            last_step=last,
+            details=details,
+        )
+        try:
+            with transaction.atomic():
+                alert.save()
+        except IntegrityError:  # raised before (a retried update): once per run
+            continue
+        made.append(alert)
+        publish_on_commit(run.pk, {"type": "alert.raised", "run_id": run.pk, "alert": alert_summary(alert)})
+    if made:
+        for alert in made:
+            deliver_on_commit(alert)
+    return made
+
+
+def on_points(run: Run, new: NewPoints, state: dict[str, Any]) -> list[Alert]:
+    """The updater's call: detect on the new points with the project's thresholds, raise."""
+    raised = detect(new, state, thresholds_of(_settings(run)))
+    return raise_alerts(run, raised) if raised.items else []
+
+
+def check_stalled(now: Any = None) -> list[Alert]:
+    """Raise `stalled` on RUNNING runs started over their project's stalled_minutes ago whose
+    diagnosis has not moved for as long (or that never sent a diagnosed point)."""
+    now = now or timezone.now()
+    made: list[Alert] = []
+    floor = timedelta(minutes=min(THRESHOLDS["stalled_minutes"], 1))
+    runs = (
+        Run.objects.filter(status=RunStatus.RUNNING, started_at__lt=now - floor)
+        .select_related("project__diagnostics_settings")
+        .defer("config")
+    )
+    for run in runs:
+        minutes = thresholds_of(_settings(run))["stalled_minutes"]
+        since = now - timedelta(minutes=minutes)
+        if run.started_at is None or run.started_at > since:
+            continue
+        seen = RunDiagnosis.objects.filter(run_id=run.pk).values_list("updated_at", flat=True).first()
+        if seen is not None and seen > since:
+            continue
+        last = seen or run.started_at
+        # One alert per silence: keyed by when the points stopped.
+        raised = Raised()
+        raised.add(
+            "stalled",
+            f"stalled:{int(last.timestamp())}",
+            f"No metrics for {int((now - last).total_seconds() // 60)} minutes while RUNNING (last at "
+            f"{last.isoformat(timespec='seconds')}): the job may hang (a reward call without a timeout, a "
+            "deadlocked collective, an engine waiting for resources).",
+            None,
+            details={"last_point_at": last.isoformat(), "minutes": minutes},
+        )
+        with transaction.atomic():
+            made += raise_alerts(run, raised)
+    return made

@@ -1,0 +1,321 @@
+"""Alerts: each detector fires once on its planted pattern and never on 50 clean simulated runs;
+alerts are stored once, muted per project, acknowledged by members, posted to a signed webhook;
+a run whose points stopped is flagged stalled."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.diagnostics import alerts
+from controlplane.diagnostics.feed import NewPoints
+from controlplane.diagnostics.models import Alert, DiagnosticsSettings, RunDiagnosis
+from controlplane.diagnostics.webhooks import deliver_alert
+from controlplane.runs.models import Run, RunStatus
+from controlplane.teams.models import Project
+from tests.conftest import Persona
+
+STEPS = 200
+
+
+def clean_run(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """A healthy GRPO run's series: reward rising to a noisy plateau, entropy easing down, KLs
+    small and noisy, response length growing with reward, some groups without signal, an eval
+    that improves with the reward."""
+    x = np.arange(STEPS, dtype=float)
+    progress = 1 - np.exp(-x / rng.uniform(30, 120))
+    reward = 0.1 + rng.uniform(0.2, 0.6) * progress + rng.normal(0, rng.uniform(0.02, 0.08), STEPS)
+    return {
+        "reward/mean": reward,
+        "policy/entropy": 2.0 * (1 - 0.5 * progress) * np.exp(rng.normal(0, 0.05, STEPS)),
+        "policy/kl_ref": 0.01 * progress * np.exp(rng.normal(0, 0.3, STEPS)) + 1e-4,
+        "policy/approx_kl": 1e-3 * np.exp(rng.normal(0, 0.4, STEPS)),
+        "mismatch/engine_kl": 1e-5 * np.exp(rng.normal(0, 0.4, STEPS)),
+        "reward/zero_std_frac": np.clip(rng.uniform(0.1, 0.4) + rng.normal(0, 0.08, STEPS), 0, 1),
+        "response_length/mean": 200 * (1 + 0.3 * progress) * np.exp(rng.normal(0, 0.04, STEPS)),
+        "policy/loss": rng.normal(0, 0.1, STEPS),
+        "sandbox/failures": rng.poisson(0.3, STEPS).astype(float),
+    }
+
+
+EVAL_EVERY = 20
+
+
+def batches(series: dict[str, np.ndarray], rng: np.random.Generator, run_id: int = 1) -> Iterator[NewPoints]:
+    """The series as the updater sees them: a few steps of every key per update."""
+    evals = {k: v for k, v in series.items() if k.startswith("eval/")}
+    dense = {k: v for k, v in series.items() if not k.startswith("eval/")}
+    step = 0
+    while step < STEPS:
+        n = int(rng.integers(1, 12))
+        steps = np.arange(step, min(step + n, STEPS), dtype=np.int64)
+        out = {k: (steps, v[steps]) for k, v in dense.items()}
+        for key, (eval_steps, eval_values) in evals.items():
+            inside = (eval_steps >= step) & (eval_steps < step + n)
+            if inside.any():
+                out[key] = (eval_steps[inside], eval_values[inside])
+        yield NewPoints(run_id=run_id, series=out)
+        step += n
+
+
+def detect_all(series: dict[str, np.ndarray], seed: int = 0) -> list[tuple[Any, ...]]:
+    rng = np.random.default_rng(seed)
+    state: dict[str, Any] = {}
+    raised: list[tuple[Any, ...]] = []
+    for new in batches(series, rng):
+        raised += alerts.detect(new, state).items
+        json.dumps(state, allow_nan=False)  # the state is stored as JSON (no NaN in jsonb)
+    return raised
+
+
+def kinds(raised: list[tuple[Any, ...]]) -> list[str]:
+    return [item[0] for item in raised]
+
+
+def test_fifty_clean_runs_raise_nothing() -> None:
+    rng = np.random.default_rng(2026)
+    for i in range(50):
+        series = clean_run(rng)
+        eval_steps = np.arange(0, STEPS, EVAL_EVERY, dtype=np.int64)
+        series_eval = 0.2 + 0.5 * (1 - np.exp(-eval_steps / 60)) + rng.normal(0, 0.01, len(eval_steps))
+        raised: list[tuple[Any, ...]] = []
+        state: dict[str, Any] = {}
+        for new in batches(series, np.random.default_rng(i)):
+            raised += alerts.detect(new, state).items
+        raised += alerts.detect(
+            NewPoints(run_id=1, series={"eval/held_out/reward_mean": (eval_steps, series_eval)}), state
+        ).items
+        assert raised == [], f"clean run {i}: {[(k, m) for k, _, m, *_ in raised]}"
+
+
+@pytest.fixture
+def clean() -> dict[str, np.ndarray]:
+    return clean_run(np.random.default_rng(7))
+
+
+def test_a_nan_loss_is_raised_once_naming_its_step(clean: dict[str, np.ndarray]) -> None:
+    clean["policy/loss"][120:] = np.nan
+    clean["policy/grad_norm"] = np.full(STEPS, 1.0)
+    clean["policy/grad_norm"][150] = np.inf
+    raised = detect_all(clean)
+    assert kinds(raised) == ["nan_inf", "nan_inf"]
+    (_, dedup, message, first, last, _, severity), (_, dedup2, _, first2, *_) = raised
+    assert (dedup, first, last, severity) == ("nan_inf:policy/loss", 120, 120, "critical")
+    assert "step 120" in message
+    assert (dedup2, first2) == ("nan_inf:policy/grad_norm", 150)
+
+
+def test_a_reward_collapse_names_the_peak_and_the_fall(clean: dict[str, np.ndarray]) -> None:
+    x = np.arange(STEPS)
+    noise = np.random.default_rng(1).normal(0, 0.03, STEPS)
+    clean["reward/mean"] = np.where(x < 100, 0.1 + 0.6 * x / 100, 0.7 - 0.6 * (x - 100) / 30).clip(0.1) + noise
+    raised = detect_all(clean)
+    assert kinds(raised) == ["reward_collapse"]
+    _, _, message, peak, fall, *_ = raised[0]
+    assert 95 <= peak <= 110 and peak < fall <= 140, (peak, fall)
+    assert "collapsed" in message
+
+
+def test_entropy_collapse(clean: dict[str, np.ndarray]) -> None:
+    x = np.arange(STEPS)
+    clean["policy/entropy"] = 2.0 * np.exp(-np.maximum(x - 50, 0) / 20)
+    raised = detect_all(clean)
+    assert kinds(raised) == ["entropy_collapse"]
+    assert 90 <= raised[0][3] <= 110
+
+
+def test_a_kl_spike_and_an_engine_mismatch_spike_name_their_steps(clean: dict[str, np.ndarray]) -> None:
+    clean["policy/kl_ref"][130] = 0.5
+    clean["mismatch/engine_kl"][80] = 5e-3
+    raised = detect_all(clean)
+    assert sorted((k, first) for k, _, _, first, *_ in raised) == [("engine_mismatch", 80), ("kl_spike", 130)]
+
+
+def test_no_learning_signal_is_raised_once_while_it_lasts(clean: dict[str, np.ndarray]) -> None:
+    clean["reward/zero_std_frac"][60:] = 0.94
+    raised = detect_all(clean)
+    assert kinds(raised) == ["no_signal"]
+    _, _, message, first, last, *_ = raised[0]
+    assert 55 <= first <= 60 and last <= 75 and "group size" in message
+
+
+def test_length_growing_without_reward(clean: dict[str, np.ndarray]) -> None:
+    x = np.arange(STEPS)
+    clean["reward/mean"] = 0.4 + np.random.default_rng(3).normal(0, 0.03, STEPS)
+    clean["response_length/mean"] = np.where(x < 100, 200.0, 200.0 * (1 + (x - 100) / 40))
+    raised = detect_all(clean)
+    assert kinds(raised) == ["length_outpaces_reward"]
+    assert raised[0][4] >= 120
+
+
+def test_reward_hacking_against_a_held_out_eval(clean: dict[str, np.ndarray]) -> None:
+    x = np.arange(STEPS)
+    clean["reward/mean"] = 0.1 + 0.8 * x / STEPS + np.random.default_rng(4).normal(0, 0.02, STEPS)
+    eval_steps = np.arange(0, STEPS, EVAL_EVERY, dtype=np.int64)
+    held_out = np.where(eval_steps < 100, 0.3 + eval_steps / 500, 0.5 - (eval_steps - 100) / 400)
+    clean["eval/held_out/reward_mean"] = (eval_steps, held_out)  # type: ignore[assignment]
+    raised = detect_all(clean)
+    assert kinds(raised) == ["reward_hacking"]
+    _, _, message, first, last, *_ = raised[0]
+    assert (first, last) == (100, 160) and "eval/held_out/reward_mean" in message
+
+
+def test_a_sandbox_failure_spike(clean: dict[str, np.ndarray]) -> None:
+    clean["sandbox/failures"][140:143] = 40
+    raised = detect_all(clean)
+    assert kinds(raised) == ["sandbox_failures"]
+    assert raised[0][3] == 140
+
+
+# ------------------------------------------------------------------ stored, muted, API
+
+
+def spike(run_id: int, at: int = 30) -> NewPoints:
+    steps = np.arange(at + 1, dtype=np.int64)
+    values = np.full(at + 1, 0.01)
+    values[-1] = 1.0
+    return NewPoints(run_id=run_id, series={"policy/kl_ref": (steps, values)})
+
+
+def test_an_alert_is_stored_once_and_a_muted_kind_not_at_all(run: Run, project: Project) -> None:
+    with transaction.atomic():
+        made = alerts.on_points(run, spike(run.id), {})
+    assert [a.kind for a in made] == ["kl_spike"] and made[0].first_step == 30
+    with transaction.atomic():  # the same update again (a retried task with the old state)
+        assert alerts.on_points(run, spike(run.id), {}) == []
+    assert Alert.objects.filter(run=run).count() == 1
+
+    DiagnosticsSettings.objects.create(project=project, muted=["kl_spike"])
+    run.refresh_from_db()
+    with transaction.atomic():
+        assert alerts.on_points(run, spike(run.id, at=40), {}) == []
+
+
+def test_project_thresholds_apply(run: Run, project: Project) -> None:
+    DiagnosticsSettings.objects.create(project=project, thresholds={"kl_spike_min": 5.0})
+    run.refresh_from_db()
+    with transaction.atomic():
+        assert alerts.on_points(run, spike(run.id), {}) == []
+
+
+def test_alerts_api_read_acknowledge_and_settings(
+    run: Run, project: Project, owner: Persona, teammate: Persona, viewer: Persona, outsider: Persona
+) -> None:
+    with transaction.atomic():
+        (alert,) = alerts.on_points(run, spike(run.id), {})
+    listed = viewer.client.get(f"/api/v1/runs/{run.id}/alerts").json()
+    assert [a["id"] for a in listed["results"]] == [alert.id] and listed["results"][0]["kind"] == "kl_spike"
+    feed = viewer.client.get(f"/api/v1/teams/{project.team_id}/alerts", {"acknowledged": "false"}).json()
+    assert [a["id"] for a in feed["results"]] == [alert.id]
+    assert outsider.client.get(f"/api/v1/runs/{run.id}/alerts").status_code == 404
+    assert outsider.client.post(f"/api/v1/alerts/{alert.id}/acknowledge").status_code == 404
+
+    assert viewer.client.post(f"/api/v1/alerts/{alert.id}/acknowledge").status_code == 403
+    acked = teammate.client.post(f"/api/v1/alerts/{alert.id}/acknowledge").json()
+    assert acked["acknowledged_by"] == "bob" and acked["acknowledged_at"]
+    assert viewer.client.get(f"/api/v1/teams/{project.team_id}/alerts", {"acknowledged": "false"}).json()["count"] == 0
+    bad = viewer.client.get(f"/api/v1/teams/{project.team_id}/alerts", {"acknowledged": "maybe"})
+    assert bad.status_code == 400 and "acknowledged" in bad.json()["fields"]
+
+    url = f"/api/v1/projects/{project.id}/diagnostics-settings"
+    assert viewer.client.get(url).json()["effective"]["spike_k"] == alerts.THRESHOLDS["spike_k"]
+    changed = teammate.client.patch(url, {"thresholds": {"spike_k": 5}, "muted": ["stalled"]}, format="json")
+    assert changed.status_code == 200 and changed.json()["effective"]["spike_k"] == 5
+    for body, field in (
+        ({"thresholds": {"nope": 1}}, "thresholds"),
+        ({"thresholds": {"spike_k": 1e300}}, "thresholds"),
+        ({"muted": ["not_a_kind"]}, "muted"),
+        ({"webhook_url": "file:///etc/passwd"}, "webhook_url"),
+    ):
+        refused = owner.client.patch(url, body, format="json")
+        assert refused.status_code == 400 and field in json.dumps(refused.json()["fields"]), (body, refused.json())
+    # The webhook is the admins'.
+    assert teammate.client.patch(url, {"webhook_url": "https://hooks.example/x"}, format="json").status_code == 403
+    assert viewer.client.patch(url, {"thresholds": {}}, format="json").status_code == 403
+    hooked = owner.client.patch(url, {"webhook_url": "https://hooks.example/x", "webhook_secret": "s"}, format="json")
+    assert hooked.json()["has_webhook_secret"] is True and "webhook_secret" not in hooked.json()
+    assert DiagnosticsSettings.objects.get(project=project).thresholds == {"spike_k": 5}
+
+
+# ------------------------------------------------------------------ webhook
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    answers: list[int] = []
+    got: list[tuple[dict[str, str], bytes]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).got.append((dict(self.headers), body))
+        self.send_response(type(self).answers.pop(0) if type(self).answers else 204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, type[_Receiver]]]:
+    _Receiver.answers, _Receiver.got = [], []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", _Receiver
+    server.shutdown()
+
+
+def test_an_alert_is_posted_signed_and_a_refusal_is_not_retried(
+    run: Run, project: Project, receiver: tuple[str, type[_Receiver]], django_capture_on_commit_callbacks: Any
+) -> None:
+    url, handler = receiver
+    DiagnosticsSettings.objects.create(project=project, webhook_url=url, webhook_secret="s3cret")
+    run.refresh_from_db()
+    with django_capture_on_commit_callbacks(execute=False) as queued, transaction.atomic():
+        (alert,) = alerts.on_points(run, spike(run.id), {})
+    assert any("send" in getattr(cb, "__name__", "") for cb in queued)  # the delivery is queued after commit
+
+    assert deliver_alert(alert.id) is True
+    ((headers, body),) = handler.got
+    stamp = headers["X-Barrel-Timestamp"]
+    expected = hmac.new(b"s3cret", f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
+    assert headers["X-Barrel-Signature"] == f"sha256={expected}"
+    assert headers["X-Barrel-Delivery"] == str(alert.id)
+    sent = json.loads(body)
+    assert sent["kind"] == "kl_spike" and sent["run"]["id"] == run.id and sent["first_step"] == 30
+    alert.refresh_from_db()
+    assert alert.delivered_at is not None and alert.delivery_attempts == 1
+    assert deliver_alert(alert.id) is True and len(handler.got) == 1  # delivered once: never again
+
+    with transaction.atomic():
+        (other,) = alerts.on_points(run, spike(run.id, at=100), {})
+    handler.answers = [410]
+    assert deliver_alert(other.id) is False
+    other.refresh_from_db()
+    assert other.delivered_at is None and "410" in other.delivery_error and other.delivery_attempts == 1
+
+
+# ------------------------------------------------------------------ stalled
+
+
+def test_a_running_run_whose_points_stopped_is_stalled_once(run: Run) -> None:
+    now = timezone.now()
+    Run.objects.filter(id=run.id).update(status=RunStatus.RUNNING, started_at=now - timedelta(minutes=30))
+    RunDiagnosis.objects.create(run=run)
+    RunDiagnosis.objects.filter(run=run).update(updated_at=now - timedelta(minutes=2))
+    assert alerts.check_stalled(now) == []  # points two minutes ago
+
+    RunDiagnosis.objects.filter(run=run).update(updated_at=now - timedelta(minutes=15))
+    (stalled,) = alerts.check_stalled(now)
+    assert stalled.kind == "stalled" and "15 minutes" in stalled.message
+    assert alerts.check_stalled(now + timedelta(minutes=1)) == []  # the same silence: once
