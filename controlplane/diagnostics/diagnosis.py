@@ -395,6 +395,10 @@ def barrel_view(state: Mapping[str, Any]) -> dict[str, Any]:
             + means.get("trainer_wait", 0.0)
             + max(means.get("rollout", 0.0), means.get("reward", 0.0))
         )
+    # The trainer's staves and its wait run one after another inside a step: a step reported
+    # shorter than they add up to (another process' step_s, a clock that disagrees) is taken as
+    # that long, so that no share of the trainer's passes 1 and no what-if lengthens a step.
+    step = max(step, sum(means.get(n, 0.0) for n in TRAINER) + means.get("trainer_wait", 0.0))
     staves = []
     best: tuple[float, str] | None = None
     for name, key in STAVES.items():

@@ -141,3 +141,43 @@ def test_a_member_creates_an_eval_set_from_a_jsonl_file_after_fixing_the_line_th
     assert [(s["team"]["slug"], s["prompt_count"], s["created_by"]) for s in made] == [("lab", 4, "bea")]
     assert f"EVAL SET {made[0]['id']}" in result.stdout
     assert (SHOTS / "evalset-bad-line.png").exists() and (SHOTS / "evalset.png").exists()
+
+
+def test_a_person_sees_a_runs_diagnosis_and_alert_and_the_teams_failures(live: Live):
+    """A run reports its staves and then a NaN loss: the diagnosis names the bounding stave, the
+    alert is raised by the stack's own Celery (its delay printed, not asserted), and a failed run
+    is filed under a signature; the page shows all three, and acknowledging the alert works."""
+    failed = live.submit({"steps": 5, "interval_s": 0.1, "fail_at_step": 2}, name="browser-failing")
+    run = live.submit({"steps": 100_000, "interval_s": 0.5}, name="browser-diagnosed")
+    live.wait(run["id"], {"RUNNING"})
+    # (The smoke recipe reports its own time/step_s: the staves' sum stands for the step.)
+    staves = {"time/rollout_s": 1.0, "idle/trainer_wait_s": 0.2, "time/train_s": 3.0}
+    series = [{"key": k, "steps": list(range(20)), "values": [v] * 20} for k, v in staves.items()]
+    series.append({"key": "policy/loss", "steps": list(range(20)), "values": [0.1] * 19 + ["NaN"]})
+    try:
+        with live.client() as client:
+            posted = time.monotonic()
+            client.post(f"/api/v1/runs/{run['id']}/metrics", json={"series": series}).raise_for_status()
+            deadline = posted + 60
+            while time.monotonic() < deadline:
+                alerts = client.get(f"/api/v1/runs/{run['id']}/alerts").json()["results"]
+                if any(a["kind"] == "nan_inf" for a in alerts):
+                    break
+                time.sleep(0.2)
+            print(f"nan_inf alert {time.monotonic() - posted:.1f} s after its point was posted")
+            assert [a["first_step"] for a in alerts if a["kind"] == "nan_inf"] == [19], alerts
+            assert live.wait(failed["id"], TERMINAL)["status"] == "FAILED"
+            team = client.get("/api/v1/teams").json()
+            team_id = next(t["id"] for t in (team["results"] if isinstance(team, dict) else team) if t["slug"] == "lab")
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not client.get(f"/api/v1/teams/{team_id}/failures").json()["count"]:
+                time.sleep(0.5)
+        env = check_env(live, run["id"]) | {"BARREL_TEAM_ID": str(team_id), "BARREL_ALERT_KIND": "nan_inf"}
+        result = subprocess.run(
+            ["node", "e2e/diagnostics.mjs"], cwd=ROOT / "frontend", env=env, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        httpx.post(f"{live.url}/api/v1/runs/{run['id']}/cancel", headers={"Authorization": f"Bearer {live.token}"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for shot in ("diagnostics.png", "alert.png", "triage.png", "failure.png"):
+        assert (SHOTS / shot).exists(), shot

@@ -168,6 +168,13 @@ export interface WsDiagnosisUpdated extends WsEvent {
   last_step: number | null;
 }
 
+/** An alert was raised on the run (refetch GET /runs/{id}/alerts). */
+export interface WsAlertRaised extends WsEvent {
+  type: "alert.raised";
+  run_id: number;
+  alert: { id: number; kind: string; severity: string; message: string; first_step: number | null; last_step: number | null };
+}
+
 export type WsMessage =
   | WsRunSnapshot
   | WsRunStatus
@@ -175,7 +182,8 @@ export type WsMessage =
   | WsResync
   | WsSamplesAdded
   | WsCheckpointRegistered
-  | WsDiagnosisUpdated;
+  | WsDiagnosisUpdated
+  | WsAlertRaised;
 
 /** Close code the server uses for "not found / not yours". */
 export const WS_CLOSE_NOT_FOUND = 4404;

@@ -26,6 +26,7 @@ import { DistributionChart } from "./DistributionChart";
 import { ConfigPanel } from "./ConfigPanel";
 import { HumanEvalPanel } from "./HumanEvalPanel";
 import { MetricChart } from "./MetricChart";
+import { AlertsPanel } from "./AlertsPanel";
 import { DiagnosticsPanel } from "./DiagnosticsPanel";
 import { CheckpointsPanel, SamplesPanel } from "./RolloutPanels";
 import { useRunLive, type LiveState } from "./useRunLive";
@@ -64,6 +65,7 @@ function RunView({ runId }: { runId: number }) {
       <CheckpointsPanel run={run.data} />
       <HumanEvalPanel runId={runId} />
       <Charts runId={runId} projectId={run.data.project.id} attempts={run.data.attempts} />
+      <AlertsPanel runId={runId} />
       <DiagnosticsPanel runId={runId} />
       <SamplesPanel runId={runId} />
       <ArtifactsPanel runId={runId} />

@@ -190,6 +190,9 @@ export function applyRunMessage(
     case "checkpoint.registered":
       if (message.run_id === runId) void queryClient.invalidateQueries({ queryKey: queryKeys.checkpoints(runId) });
       return;
+    case "alert.raised":
+      if (message.run_id === runId) void queryClient.invalidateQueries({ queryKey: ["run", runId, "alerts"] });
+      return;
     case "diagnosis.updated":
       if (message.run_id === runId) void queryClient.invalidateQueries({ queryKey: queryKeys.diagnosis(runId) });
       return;
