@@ -31,17 +31,22 @@ function labelWidth(plot: uPlot, values: string[] | null): number {
   return Math.max(40, Math.ceil(plot.ctx.measureText(longest).width) + 22); // + tick and gap
 }
 
-const MARK_COLOURS: Record<StepMark["kind"], string> = { checkpoint: "rgba(0, 0, 0, 0.3)", resume: "#d55e00" };
+const MARK_COLOURS: Record<StepMark["kind"], string> = {
+  checkpoint: "rgba(0, 0, 0, 0.3)",
+  resume: "#d55e00",
+  focus: "#cc79a7",
+};
 
-/** Checkpoints and resumes as dashed vertical lines across the plot. */
+/** Checkpoints and resumes as dashed vertical lines across the plot; a linked-to step solid. */
 function drawMarks(plot: uPlot, marks: readonly StepMark[]): void {
   const { ctx, bbox } = plot;
   ctx.save();
-  ctx.lineWidth = Math.max(1, devicePixelRatio);
-  ctx.setLineDash([4 * devicePixelRatio, 3 * devicePixelRatio]);
   for (const mark of marks) {
     const x = Math.round(plot.valToPos(mark.step, "x", true));
     if (x < bbox.left || x > bbox.left + bbox.width) continue;
+    const focus = mark.kind === "focus";
+    ctx.lineWidth = Math.max(1, devicePixelRatio) * (focus ? 2 : 1);
+    ctx.setLineDash(focus ? [] : [4 * devicePixelRatio, 3 * devicePixelRatio]);
     ctx.strokeStyle = MARK_COLOURS[mark.kind];
     ctx.beginPath();
     ctx.moveTo(x, bbox.top);

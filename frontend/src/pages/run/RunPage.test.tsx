@@ -260,6 +260,25 @@ describe("the run page", () => {
     expect(await screen.findByText(/Dashed lines: checkpoints/)).toBeTruthy();
   });
 
+  it("marks the step a link points at, and clears it keeping the rest of the query", async () => {
+    runPageApi();
+    renderPage(<RunPage />, { path: "/runs/5?step=40&tab=x", route: "/runs/:id" });
+    const notice = await screen.findByTestId("step-focus");
+    expect(notice.textContent).toContain("Step 40 is marked on each chart");
+    const clear = screen.getByRole("link", { name: "Clear the mark at step 40" });
+    expect(clear.getAttribute("href")).toBe("/runs/5?tab=x");
+    fireEvent.click(clear);
+    await waitFor(() => expect(screen.queryByTestId("step-focus")).toBeNull());
+    expect(screen.getByTestId("charts")).toBeTruthy();
+  });
+
+  it("ignores a ?step= that is no step", async () => {
+    runPageApi();
+    renderPage(<RunPage />, { path: "/runs/5?step=abc", route: "/runs/:id" });
+    await screen.findByTestId("charts");
+    expect(screen.queryByTestId("step-focus")).toBeNull();
+  });
+
   it("refetches what it missed when the event counter jumps", async () => {
     const api = runPageApi();
     renderRun();

@@ -1,5 +1,5 @@
-import { useCallback, useMemo, useState } from "react";
-import { Link, useParams } from "react-router";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { Link, useParams, useSearchParams } from "react-router";
 
 import { ApiError, apiRequest } from "../../api/client";
 import { MAX_POINTS, useCancelRun, useCheckpoints, useMetricSeries, useRun } from "../../api/hooks";
@@ -14,11 +14,13 @@ import { shortCode, waitingParts } from "./attempts";
 import {
   DEFAULT_VIEW,
   distributionsOf,
+  focusStep,
   groupByNamespace,
   loadLayout,
   saveLayout,
   stepMarks,
   toggled,
+  withFocus,
   type ChartLayout,
   type ChartView,
 } from "./charts";
@@ -30,6 +32,7 @@ import { AlertsPanel } from "./AlertsPanel";
 import { DiagnosticsPanel } from "./DiagnosticsPanel";
 import { CheckpointsPanel, SamplesPanel } from "./RolloutPanels";
 import { useRunLive, type LiveState } from "./useRunLive";
+import "./stepFocus.css";
 
 export function RunPage() {
   const { id } = useParams();
@@ -272,7 +275,20 @@ function Charts({ runId, projectId, attempts }: { runId: number; projectId: numb
   const series = useMetricSeries(runId);
   const [view, setView] = useChartView();
   const checkpoints = useCheckpoints(runId);
-  const marks = useMemo(() => stepMarks(checkpoints.data ?? [], attempts), [checkpoints.data, attempts]);
+  const [params] = useSearchParams();
+  const focus = focusStep(params.get("step"));
+  const marks = useMemo(
+    () => withFocus(stepMarks(checkpoints.data ?? [], attempts), focus),
+    [checkpoints.data, attempts, focus],
+  );
+  const sectionRef = useRef<HTMLElement>(null);
+  const scrolled = useRef(false);
+  // A link to a step (an alert's) brings the charts into view once they are drawn.
+  useEffect(() => {
+    if (focus === null || scrolled.current || !sectionRef.current) return;
+    scrolled.current = true;
+    sectionRef.current.scrollIntoView?.({ block: "start" });
+  }, [focus, series.isSuccess]);
   // A zoomed chart asks for its range at full resolution (finer buckets, down to raw points).
   const fetchRange = useCallback(
     async (key: string, start: number, end: number, signal: AbortSignal): Promise<Series> => {
@@ -323,10 +339,11 @@ function Charts({ runId, projectId, attempts }: { runId: number; projectId: numb
     ) : null;
   };
   return (
-    <section className="charts" data-testid="charts">
+    <section className="charts" data-testid="charts" ref={sectionRef}>
       <ChartControls view={view} onChange={setView} />
+      {focus !== null ? <FocusNotice step={focus} params={params} /> : null}
       <p className="muted small chart-legend-note">
-        {marks.length
+        {marks.some((m) => m.kind !== "focus")
           ? `Dashed lines: checkpoints${marks.some((m) => m.kind === "resume") ? "; orange: where a resumed attempt began" : ""}. `
           : ""}
         Drag across a chart to zoom into its raw points; double-click to reset. ☆ pins a chart to the top for every run
@@ -365,6 +382,21 @@ function Charts({ runId, projectId, attempts }: { runId: number; projectId: numb
         );
       })}
     </section>
+  );
+}
+
+/** The step a link points at (`?step=N`), marked on every chart, with a link that clears it. */
+function FocusNotice({ step, params }: { step: number; params: URLSearchParams }) {
+  const rest = new URLSearchParams(params);
+  rest.delete("step");
+  const search = rest.toString();
+  return (
+    <p className="step-focus small" role="status" data-testid="step-focus">
+      <span className="step-focus-line" aria-hidden="true" /> Step {step} is marked on each chart (solid pink line).{" "}
+      <Link to={{ search: search ? `?${search}` : "" }} replace aria-label={`Clear the mark at step ${step}`}>
+        clear
+      </Link>
+    </p>
   );
 }
 

@@ -8,6 +8,7 @@ import {
   saveLayout,
   toggled,
   flatRange,
+  focusStep,
   formatTicks,
   groupByNamespace,
   isRaw,
@@ -17,6 +18,7 @@ import {
   stepRange,
   toUplotData,
   unitOf,
+  withFocus,
 } from "./charts";
 
 describe("namespaceOf", () => {
@@ -235,5 +237,20 @@ describe("distributions and the project's chart layout", () => {
     expect(toggled(["a", "b"], "a")).toEqual(["b"]);
     store.set("barrel.chartLayout.5", "{oops");
     expect(loadLayout(5)).toEqual({ pinned: [], folded: [] });
+  });
+});
+
+describe("focusStep and withFocus", () => {
+  it("reads a whole, non-negative step from ?step=, and nothing else", () => {
+    expect(focusStep("120")).toBe(120);
+    expect(focusStep(" 0 ")).toBe(0);
+    for (const bad of [null, "", "-3", "1.5", "1e3", "abc", "12abc", "9999999999999999"]) expect(focusStep(bad)).toBeNull();
+  });
+
+  it("adds the linked-to step as a focus mark, after the others", () => {
+    const checkpoint = { step: 40, kind: "checkpoint" as const, label: "checkpoint at step 40" };
+    expect(withFocus([checkpoint], 40)).toEqual([checkpoint, { step: 40, kind: "focus", label: "step 40" }]);
+    const none = [checkpoint];
+    expect(withFocus(none, null)).toBe(none);
   });
 });

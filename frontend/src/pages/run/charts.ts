@@ -180,8 +180,21 @@ export function unitOf(key: string): string {
 /** A checkpoint or a resume, drawn as a vertical line on every chart of the run. */
 export interface StepMark {
   step: number;
-  kind: "checkpoint" | "resume";
+  /** focus: the step a link points at (`?step=N`, as an alert's link). */
+  kind: "checkpoint" | "resume" | "focus";
   label: string;
+}
+
+/** The step of a `?step=` parameter: a whole, non-negative number; null for none or anything else. */
+export function focusStep(value: string | null): number | null {
+  if (value === null || !/^\d{1,15}$/.test(value.trim())) return null;
+  return Number(value.trim());
+}
+
+/** The marks with the linked-to step added (drawn last, over a checkpoint at the same step). */
+export function withFocus(marks: readonly StepMark[], step: number | null): readonly StepMark[] {
+  if (step === null) return marks;
+  return [...marks, { step, kind: "focus", label: `step ${step}` }];
 }
 
 /** The run's checkpoints, and the steps its attempts resumed from (a resume from a checkpoint). */
