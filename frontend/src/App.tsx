@@ -1,6 +1,7 @@
 import { Route, Routes } from "react-router";
 
 import { Layout } from "./components/Layout";
+import { AlertsIndexPage, TeamAlertsPage } from "./pages/alerts/AlertsPage";
 import { ChatPage } from "./pages/chat/ChatPage";
 import { ChatSessionPage } from "./pages/chat/ChatSessionPage";
 import { ComparePage } from "./pages/compare/ComparePage";
@@ -51,6 +52,8 @@ export function App() {
         <Route path="failures" element={<FailuresIndexPage />} />
         <Route path="failures/:id" element={<FailurePage />} />
         <Route path="teams/:id/failures" element={<TriagePage />} />
+        <Route path="alerts" element={<AlertsIndexPage />} />
+        <Route path="teams/:id/alerts" element={<TeamAlertsPage />} />
         <Route path="*" element={<NotFound />} />
       </Route>
     </Routes>
