@@ -10,8 +10,9 @@
  * BARREL_RUN_ID must be a run with a diagnosis and an open alert of BARREL_ALERT_KIND; the team
  * must have a filed failure. Checks the run page's Diagnostics panel names the bounding stave
  * (screenshot diagnostics.png), its Alerts panel shows the alert and acknowledging it works
- * (alert.png), and the team's failures page lists a signature whose page shows its traceback
- * (triage.png, failure.png).
+ * (alert.png), the team's alert feed lists it (team-alerts.png) and its run link marks the
+ * alert's step on the run page (run-step.png), and the team's failures page lists a signature
+ * whose page shows its traceback (triage.png, failure.png).
  */
 import path from "node:path";
 
@@ -48,6 +49,22 @@ async function main() {
     await alert.getByText(/acknowledged by/).waitFor({ timeout: 15_000 }).catch(() => {
       throw new CheckFailed("acknowledging the alert did not show who acknowledged it");
     });
+
+    await page.goto(`${base}/teams/${teamId}/alerts`, { waitUntil: "domcontentloaded" });
+    const feedRow = page.locator(`[data-testid="alert-row"][data-kind="${kind}"]`).first();
+    await feedRow.waitFor({ timeout: 30_000 }).catch(() => {
+      throw new CheckFailed(`the team's alert feed lists no ${kind} alert`);
+    });
+    log(`team alert: ${(await feedRow.innerText()).replace(/\s+/g, " ").trim()}`);
+    await noHorizontalScroll(page);
+    await page.screenshot({ path: path.join(shots, "team-alerts.png"), fullPage: true });
+    // The row's run link goes to the run page with the alert's step marked on its charts.
+    await feedRow.getByRole("link").first().click();
+    await page.locator('[data-testid="step-focus"]').waitFor({ timeout: 30_000 }).catch(() => {
+      throw new CheckFailed("the alert's run link does not mark its step on the run page");
+    });
+    await noHorizontalScroll(page);
+    await page.screenshot({ path: path.join(shots, "run-step.png") });
 
     await page.goto(`${base}/teams/${teamId}/failures`, { waitUntil: "domcontentloaded" });
     const row = page.locator('[data-testid="signatures-table"] tbody tr').first();
