@@ -1,10 +1,11 @@
 import { cleanup, fireEvent, screen, waitFor, within } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { Route, Routes } from "react-router";
 
 import { errorResponse, never, stubApi } from "../../test/api";
 import { renderPage } from "../../test/render";
 import type { Alert } from "../run/AlertsPanel";
-import { TeamAlertsPage } from "./AlertsPage";
+import { AlertsIndexPage, TeamAlertsPage } from "./AlertsPage";
 
 function alert(overrides: Partial<Alert> = {}): Alert {
   return {
@@ -160,5 +161,35 @@ describe("the team alert feed", () => {
     renderPage(<TeamAlertsPage />, AT);
     expect(screen.getByText("Loading…")).toBeTruthy();
     expect((await screen.findByRole("alert")).textContent).toContain("Team 1 not found.");
+  });
+});
+
+describe("/alerts", () => {
+  it("opens the first team's feed, and the picker switches to another team's", async () => {
+    const two = teams();
+    two.results.push({ ...two.results[0]!, id: 2, slug: "ops", name: "Ops" });
+    const api = stubApi({
+      "GET /api/v1/teams": () => ({ ...two, count: 2 }),
+      [FEED]: () => page([alert()]),
+      "GET /api/v1/teams/2/alerts": () => page([ACKED]),
+    });
+    const app = (
+      <Routes>
+        <Route path="/alerts" element={<AlertsIndexPage />} />
+        <Route path="/teams/:id/alerts" element={<TeamAlertsPage />} />
+      </Routes>
+    );
+    renderPage(app, { path: "/alerts", route: "*" });
+    expect((await screen.findByTestId("alert-row")).dataset.kind).toBe("nan_inf");
+    fireEvent.change(screen.getByTestId("team-picker"), { target: { value: "2" } });
+    await waitFor(() => expect(screen.getByRole("heading").textContent).toBe("Alerts of Ops"));
+    expect((await screen.findByTestId("alert-row")).dataset.kind).toBe("kl_spike");
+    expect(api.callsTo("/api/v1/teams/2/alerts")).toBeGreaterThan(0);
+  });
+
+  it("says so when the caller is in no team", async () => {
+    stubApi({ "GET /api/v1/teams": () => ({ count: 0, next: null, previous: null, results: [] }) });
+    renderPage(<AlertsIndexPage />, { path: "/alerts", route: "/alerts" });
+    expect(await screen.findByText(/You are in no team yet/)).toBeTruthy();
   });
 });

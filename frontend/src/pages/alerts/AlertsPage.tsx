@@ -138,7 +138,7 @@ export function TeamAlertsPage() {
               <td className="team-alerts-message">{a.message}</td>
               <td className="num">{alertSteps(a) || "–"}</td>
               <td className="muted">{formatDateTime(a.created_at)}</td>
-              <td data-testid="acknowledged">
+              <td className="team-alerts-ack" data-testid="acknowledged">
                 <Acknowledged alert={a} mayAcknowledge={team?.role === "member" || team?.role === "admin"} acknowledge={acknowledge} />
               </td>
             </tr>

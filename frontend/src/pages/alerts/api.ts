@@ -2,7 +2,7 @@
  * The team alert feed's API: query keys and hooks for GET /teams/{id}/alerts and acknowledging
  * one alert. Kept beside the page (as triage's): nothing else uses them.
  */
-import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 
 import { apiRequest } from "../../api/client";
 import type { components } from "../../api/schema.gen";
@@ -40,7 +40,8 @@ export function useTeamAlerts(teamId: number, filters: AlertFilters, offset: num
     queryKey: teamAlertKeys.list(teamId, filters.state, limit, offset),
     queryFn: ({ signal }) =>
       apiRequest<AlertPage>(`/teams/${teamId}/alerts`, { query: { acknowledged, limit, offset }, signal }),
-    placeholderData: keepPreviousData,
+    // The previous page stays while the next loads, but never another team's alerts.
+    placeholderData: (previous, query) => (query?.queryKey[1] === teamId ? previous : undefined),
     // Alerts are raised by the updater as runs report: the feed keeps up without a socket of its own.
     refetchInterval: FEED_REFETCH_MS,
   });
