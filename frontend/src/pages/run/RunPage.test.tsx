@@ -264,7 +264,7 @@ describe("the run page", () => {
     runPageApi();
     renderPage(<RunPage />, { path: "/runs/5?step=40&tab=x", route: "/runs/:id" });
     const notice = await screen.findByTestId("step-focus");
-    expect(notice.textContent).toContain("Step 40 is marked on each chart");
+    expect(notice.textContent).toContain("Step 40 is marked (solid pink line) on each chart whose steps reach it.");
     const clear = screen.getByRole("link", { name: "Clear the mark at step 40" });
     expect(clear.getAttribute("href")).toBe("/runs/5?tab=x");
     fireEvent.click(clear);

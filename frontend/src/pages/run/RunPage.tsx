@@ -392,7 +392,7 @@ function FocusNotice({ step, params }: { step: number; params: URLSearchParams }
   const search = rest.toString();
   return (
     <p className="step-focus small" role="status" data-testid="step-focus">
-      <span className="step-focus-line" aria-hidden="true" /> Step {step} is marked on each chart (solid pink line).{" "}
+      <span className="step-focus-line" aria-hidden="true" /> Step {step} is marked (solid pink line) on each chart whose steps reach it.{" "}
       <Link to={{ search: search ? `?${search}` : "" }} replace aria-label={`Clear the mark at step ${step}`}>
         clear
       </Link>
