@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from celery._state import _set_task_join_will_block
 from django.contrib.auth import get_user_model
 from django.db import connection
 from rest_framework.test import APIClient
@@ -217,3 +219,28 @@ def at_once(calls: list[Callable[[], T]], timeout: float = 120.0) -> list[T]:
     if errors:
         raise errors[0]
     return [results[n] for n in range(len(calls))]
+
+
+@contextmanager
+def celery_eager() -> Iterator[None]:
+    """Celery tasks run where they are enqueued (in the committing thread, after commit), errors
+    raised, so a test sees what a worker would have done by the time its call returns."""
+    from controlplane.celery import app
+
+    before = (app.conf.task_always_eager, app.conf.task_eager_propagates)
+    app.conf.task_always_eager = app.conf.task_eager_propagates = True
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager, app.conf.task_eager_propagates = before
+        # An eager task runs under Celery's "never join a result here" flag, a process-wide global
+        # that two threads running eager tasks at once can leave set (each restores what it saw on
+        # entry): a later test's .get() would then refuse. Clear it.
+        _set_task_join_will_block(False)
+
+
+@pytest.fixture
+def eager() -> Iterator[None]:
+    """Celery tasks run where they are enqueued, errors raised."""
+    with celery_eager():
+        yield

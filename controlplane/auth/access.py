@@ -1,5 +1,6 @@
-"""A run as the caller of a view may see it: looked up through the caller's teams, with the
-write policy (auth.policy) applied. For views of every app that read or write into a run."""
+"""A run (or a team) as the caller of a view may see it: looked up through the caller's teams,
+with the write policy (auth.policy) applied. For views of every app that read or write into a
+run, or read a team's pages."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from controlplane.auth import policy
 from controlplane.limits import MAX_BIGINT
 from controlplane.runs.models import Attempt, Run, RunToken
 from controlplane.runs.selectors import runs_visible_to
-from controlplane.teams.selectors import team_role_at_least
+from controlplane.teams.models import Team
+from controlplane.teams.selectors import team_role_at_least, teams_visible_to
 
 
 def accessible_runs(request: Request, run_ids: list[int], *, field: str = "runs") -> list[Run]:
@@ -31,6 +33,14 @@ def accessible_runs(request: Request, run_ids: list[int], *, field: str = "runs"
             fields={field: [f"not found: {named}"]},
         )
     return [found[run_id] for run_id in wanted]
+
+
+def accessible_team(request: Request, team_id: int) -> Team:
+    """The team if the caller is in it; 404 otherwise (another team does not exist)."""
+    team = teams_visible_to(request.user).filter(id=team_id).first()
+    if team is None:
+        raise ApiError(f"Team {team_id} not found.", code="not_found", status_code=404)
+    return team
 
 
 def may_write(user: Any, auth: Any, team_id: int) -> bool:

@@ -17,9 +17,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.api import ApiError, ErrorSerializer, InputSerializer, Pagination, int_schema, query_int
+from controlplane.auth.access import accessible_team
 from controlplane.diagnostics import failures
 from controlplane.diagnostics.models import FailureSignature, FaultClass
-from controlplane.teams.models import Role, Team
+from controlplane.teams.models import Role
 from controlplane.teams.selectors import team_role_at_least, teams_visible_to
 
 # The sparkline of the list: failures per day over this many days, today's last.
@@ -151,13 +152,6 @@ class FixedWeekSerializer(serializers.Serializer[Any]):
     regressed = serializers.IntegerField(help_text="Of those, how many failed again since.")
 
 
-def _team(request: Request, team_id: int) -> Team:
-    team = teams_visible_to(request.user).filter(id=team_id).first()
-    if team is None:
-        raise ApiError(f"Team {team_id} not found.", code="not_found", status_code=404)
-    return team
-
-
 def _signature(request: Request, signature_id: int, *, write: bool = False) -> FailureSignature:
     signature = (
         FailureSignature.objects.filter(id=signature_id, team__in=teams_visible_to(request.user))
@@ -207,7 +201,7 @@ class TeamFailuresView(APIView):
         summary="The team's failures grouped by signature: infra faults first, the most frequent on top",
     )
     def get(self, request: Request, team_id: int) -> Response:
-        team = _team(request, team_id)
+        team = accessible_team(request, team_id)
         fault = _query_choice(request, "fault", list(FaultClass.values))
         fixed = _query_choice(request, "fixed", list(_FIXED))
         signatures = failures.signatures_of(team, fault=fault, fixed=None if fixed is None else _FIXED[fixed])
@@ -226,7 +220,7 @@ class TeamFixedPerWeekView(APIView):
         summary="Failure signatures marked fixed per week: the team's bug-fix throughput",
     )
     def get(self, request: Request, team_id: int) -> Response:
-        team = _team(request, team_id)
+        team = accessible_team(request, team_id)
         weeks = query_int(request, "weeks", lo=1, hi=MAX_WEEKS, default=DETAIL_WEEKS) or DETAIL_WEEKS
         return Response(FixedWeekSerializer(failures.fixed_per_week(team, weeks=weeks), many=True).data)
 

@@ -3,13 +3,11 @@ and team even when filed at once, regressions noticed, and every FAILED transiti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from functools import partial
 from typing import Any
 
 import pytest
-from celery._state import _set_task_join_will_block
 from django.core.management import call_command
 from django.utils import timezone
 
@@ -49,18 +47,6 @@ def fail(run: Run, reason: str = "", log: str = "", *, ago: timedelta | None = N
 
 def keyerror(run: Run, line: int = 40) -> str:
     return KEYERROR.format(run=run.id, line=line)
-
-
-@pytest.fixture
-def eager() -> Iterator[None]:
-    """Celery tasks run where they are enqueued, errors raised."""
-    from controlplane.celery import app
-
-    before = (app.conf.task_always_eager, app.conf.task_eager_propagates)
-    app.conf.task_always_eager = app.conf.task_eager_propagates = True
-    yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = before
-    _set_task_join_will_block(False)
 
 
 def test_failures_of_one_bug_are_counted_under_one_signature(owner: Persona, project: Project) -> None:

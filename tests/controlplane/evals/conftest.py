@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from celery._state import _set_task_join_will_block
 from rest_framework.test import APIClient
 
 from controlplane.evals.models import Candidate, Eval, EvalPrompt
 from controlplane.runs.lifecycle import transition
 from controlplane.runs.models import Run, RunStatus
 from controlplane.teams.models import Project
-from tests.conftest import Persona, run_token_for
+from tests.conftest import Persona, celery_eager, run_token_for
 
 PROMPTS: list[dict[str, Any]] = [
     {"prompt": "What is 2+2?", "reference": "4", "tags": ["math"]},
@@ -112,17 +111,9 @@ def live_eval(owner: Persona, project: Project) -> Iterator[OpenEval]:
     after commit, errors raised), so a test sees what a worker would have done by the time its
     call returns. Eager only once the eval is open: the generation run's dispatch is not ours
     to run here."""
-    from controlplane.celery import app
-
     opened = open_eval(owner, project)
-    before = (app.conf.task_always_eager, app.conf.task_eager_propagates)
-    app.conf.task_always_eager = app.conf.task_eager_propagates = True
-    yield opened
-    app.conf.task_always_eager, app.conf.task_eager_propagates = before
-    # An eager task runs under Celery's "never join a result here" flag, a process-wide global
-    # that two threads running eager tasks at once can leave set (each restores what it saw on
-    # entry): a later test's .get() would then refuse. Clear it.
-    _set_task_join_will_block(False)
+    with celery_eager():
+        yield opened
 
 
 @pytest.fixture(autouse=True)
