@@ -26,13 +26,17 @@ The detectors, each with the steps it names:
 - `kl_spike`: policy/kl_ref or policy/approx_kl jumps above all of `kl_spike_min`,
   `spike_ratio` times the trailing median, and the trailing median + `spike_k` robust sigmas (MAD);
   at most one per key per `WINDOW` steps. Steps: the spike's.
-- `engine_mismatch`: the same rule on mismatch/engine_kl, with `engine_kl_spike_min`: the rollout
-  engine and the trainer disagree on the same weights (a refit or inference bug).
+- `engine_mismatch`: the diagnosis flagged a step of mismatch/engine_kl (above
+  `engine_kl_threshold`, or a spike: controlplane.diagnostics.diagnosis documents the rule): the
+  rollout engine and the trainer disagree on the same weights (a bf16 engine, a refit or
+  inference bug). Once per episode: raised again only after WINDOW steps without a flag. Steps:
+  the first flagged step of the episode.
 - `sandbox_failures`: the same rule on sandbox/failures and sandbox/timeouts (counts per step),
   with `sandbox_failures_min`.
-- `no_signal`: reward/zero_std_frac averages above `no_signal_frac` over `no_signal_steps` steps:
-  most groups' rewards are all equal, so their advantages are zero. Raised again only after the
-  average has come back below half of that. Steps: the window's.
+- `no_signal`: the diagnosis's no-learning-signal flag came on (reward/zero_std_frac averages
+  above `no_signal_frac` over `no_signal_steps` steps: most groups' rewards are all equal, so
+  their advantages are zero). Raised again only after the flag went off (the average came back
+  below half of that). Steps: the window's.
 - `length_outpaces_reward`: over the last `trend_steps` steps with both series, the least-squares
   fit of response_length/mean grows by `length_growth` of its start while reward/mean's slope is
   not significantly positive (t < 2): the policy writes longer without scoring better. Once per
@@ -43,9 +47,8 @@ The detectors, each with the steps it names:
   sigma over the same steps. Once per episode (until the eval rises again). Steps: the first and last eval point of the
   span. (The human score's divergence from the reward is shown on the run's checkpoints,
   controlplane.evals.human.)
-- `stalled`: a RUNNING run that started over `stalled_minutes` minutes ago whose diagnosis has
-  not been updated (no diagnosed point arrived) for `stalled_minutes` minutes. Raised again only
-  after points came again.
+- `stalled`: a RUNNING run that started over `stalled_minutes` minutes ago that sent no metrics
+  batch (of any key) for `stalled_minutes` minutes. Raised again only after points came again.
 """
 
 from __future__ import annotations
@@ -54,15 +57,17 @@ import itertools
 import logging
 import math
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
-from controlplane.diagnostics.feed import NewPoints
-from controlplane.diagnostics.models import Alert, AlertSeverity, DiagnosticsSettings, RunDiagnosis
+from controlplane.diagnostics import diagnosis as dx
+from controlplane.diagnostics.feed import NewPoints, last_points
+from controlplane.diagnostics.models import Alert, AlertSeverity, DiagnosticsSettings
 from controlplane.diagnostics.webhooks import alert_summary, deliver_on_commit
 from controlplane.events import publish_on_commit
 from controlplane.runs.models import Run, RunStatus
@@ -71,23 +76,20 @@ logger = logging.getLogger(__name__)
 
 # Values kept per trailing window.
 WINDOW = 50
-# A robust sigma from a median absolute deviation.
-MAD_SIGMA = 1.4826
+MAD_SIGMA = dx.MAD_SIGMA
 
+# The diagnosis's own (the engine-mismatch and no-signal flags, spike_k) and the detectors'.
 THRESHOLDS: dict[str, float] = {
+    **dx.THRESHOLDS,
     "smooth_span": 10,
     "baseline_steps": 10,
     "sustain_steps": 3,
     "collapse_min_gain": 6.0,
     "reward_collapse_drop": 0.5,
     "entropy_collapse_ratio": 0.1,
-    "spike_k": 8.0,
     "spike_ratio": 3.0,
     "kl_spike_min": 0.05,
-    "engine_kl_spike_min": 1e-3,
     "sandbox_failures_min": 5.0,
-    "no_signal_frac": 0.8,
-    "no_signal_steps": 10,
     "length_growth": 0.5,
     "trend_steps": 50,
     "hacking_evals": 3,
@@ -111,7 +113,6 @@ KINDS = (
 SPIKES = {
     "policy/kl_ref": ("kl_spike", "kl_spike_min"),
     "policy/approx_kl": ("kl_spike", "kl_spike_min"),
-    "mismatch/engine_kl": ("engine_mismatch", "engine_kl_spike_min"),
     "sandbox/failures": ("sandbox_failures", "sandbox_failures_min"),
     "sandbox/timeouts": ("sandbox_failures", "sandbox_failures_min"),
 }
@@ -291,34 +292,37 @@ def _spikes(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Rai
             _push(window, value)
 
 
-def _no_signal(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
-    s = state.setdefault("no_signal", {})
-    n = int(t["no_signal_steps"])
-    for step, value in _points(new, "reward/zero_std_frac"):
-        if not math.isfinite(value):
-            continue
-        window = s.setdefault("w", [])
-        _push(window, [step, value], n)
-        if len(window) < n:
-            continue
-        mean = sum(v for _, v in window) / n
-        if s.get("on"):
-            if mean < t["no_signal_frac"] / 2:
-                s["on"] = False
-            continue
-        if mean > t["no_signal_frac"]:
-            s["on"] = True
-            first = int(window[0][0])
-            out.add(
-                "no_signal",
-                f"no_signal:{first}",
-                f"No learning signal: {_fmt(mean * 100)}% of groups had all-equal rewards over steps {first}-{step}, "
-                "so their advantages are zero. Usually fixed by a larger group size, or prompts whose difficulty "
-                "suits the policy (filter out those it always or never solves).",
-                first,
-                step,
-                details={"zero_std_frac": mean},
-            )
+def _engine_mismatch(found: dx.Findings, state: dict[str, Any], out: Raised) -> None:
+    s = state.setdefault("engine", {})
+    for flag in found.engine_flags:
+        step, last = flag["step"], s.get("last")
+        s["last"] = step
+        if last is not None and 0 <= step - last <= WINDOW:
+            continue  # the same episode
+        why = "above the threshold" if flag["why"] == "threshold" else "a spike over its trailing median"
+        out.add(
+            "engine_mismatch",
+            f"engine_mismatch:{step}",
+            f"mismatch/engine_kl is {_fmt(flag['engine_kl'])} at step {step} ({why}): the rollout engine and the "
+            "trainer disagree on the same weights (a lower-precision engine, or a refit or inference bug).",
+            step,
+            details=dict(flag),
+        )
+
+
+def _no_signal(found: dx.Findings, out: Raised) -> None:
+    for episode in found.signal_started:
+        first, last, mean = episode["first"], episode["last"], episode["mean"]
+        out.add(
+            "no_signal",
+            f"no_signal:{first}",
+            f"No learning signal: {_fmt(mean * 100)}% of groups had all-equal rewards over steps {first}-{last}, "
+            "so their advantages are zero. Usually fixed by a larger group size, or prompts whose difficulty "
+            "suits the policy (filter out those it always or never solves).",
+            first,
+            last,
+            details={"zero_std_frac": mean},
+        )
 
 
 def _slope(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
@@ -439,22 +443,30 @@ DETECTORS: tuple[tuple[str, Callable[[NewPoints, dict[str, Any], dict[str, float
     ("reward_collapse", _reward_collapse),
     ("entropy_collapse", _entropy_collapse),
     ("spikes", _spikes),
-    ("no_signal", _no_signal),
     ("length_outpaces_reward", _length_outpaces_reward),
     ("reward_hacking", _reward_hacking),
 )
 
 
-def detect(new: NewPoints, state: dict[str, Any], thresholds: dict[str, float] | None = None) -> Raised:
-    """Run every detector over the new points (pure: state in, alerts out)."""
+def detect(
+    new: NewPoints,
+    state: dict[str, Any],
+    thresholds: dict[str, float] | None = None,
+    found: dx.Findings | None = None,
+) -> Raised:
+    """Run every detector over the new points and what the diagnosis's fold of them flagged
+    (pure: state in, alerts out)."""
     t = thresholds or THRESHOLDS
     out = Raised()
     for _, detector in DETECTORS:
         detector(new, state, t, out)
+    if found is not None:
+        _engine_mismatch(found, state, out)
+        _no_signal(found, out)
     return out
 
 
-def _settings(run: Run) -> DiagnosticsSettings | None:
+def project_settings(run: Run) -> DiagnosticsSettings | None:
     try:
         return run.project.diagnostics_settings
     except DiagnosticsSettings.DoesNotExist:
@@ -464,7 +476,7 @@ def _settings(run: Run) -> DiagnosticsSettings | None:
 def raise_alerts(run: Run, raised: Raised) -> list[Alert]:
     """Store the raised alerts that are new (not muted; dedup_key not seen on the run), publish
     each on the run's websocket after commit and queue its webhook delivery. Returns the new ones."""
-    muted = set((_settings(run) or DiagnosticsSettings()).muted or [])
+    muted = set((project_settings(run) or DiagnosticsSettings()).muted or [])
     made: list[Alert] = []
     for kind, dedup, message, first, last, details, severity in raised.items:
         if kind in muted:
@@ -492,33 +504,51 @@ def raise_alerts(run: Run, raised: Raised) -> list[Alert]:
     return made
 
 
-def on_points(run: Run, new: NewPoints, state: dict[str, Any]) -> list[Alert]:
-    """The updater's call: detect on the new points with the project's thresholds, raise."""
-    raised = detect(new, state, thresholds_of(_settings(run)))
+def on_points(
+    run: Run,
+    new: NewPoints,
+    state: dict[str, Any],
+    found: dx.Findings | None = None,
+    thresholds: dict[str, float] | None = None,
+) -> list[Alert]:
+    """The updater's call: detect on the new points (and the diagnosis's findings) with the
+    project's thresholds, raise."""
+    raised = detect(new, state, thresholds if thresholds is not None else thresholds_of(project_settings(run)), found)
     return raise_alerts(run, raised) if raised.items else []
 
 
 def check_stalled(now: Any = None) -> list[Alert]:
-    """Raise `stalled` on RUNNING runs started over their project's stalled_minutes ago whose
-    diagnosis has not moved for as long (or that never sent a diagnosed point)."""
+    """Raise `stalled` on RUNNING runs started over their project's stalled_minutes ago that sent
+    no metrics batch (any key) for as long. When a batch last came is read from the feed's
+    last-point keys, else from the diagnosis's last update, else the run's start. Two queries
+    and one Redis MGET, however many runs."""
     now = now or timezone.now()
     made: list[Alert] = []
     floor = timedelta(minutes=min(THRESHOLDS["stalled_minutes"], 1))
-    runs = (
+    runs = list(
         Run.objects.filter(status=RunStatus.RUNNING, started_at__lt=now - floor)
         .select_related("project__diagnostics_settings")
+        .annotate(diagnosed_at=F("diagnosis__updated_at"))
         .defer("config")
     )
+    seen = last_points([run.pk for run in runs])
     for run in runs:
-        minutes = thresholds_of(_settings(run))["stalled_minutes"]
+        minutes = thresholds_of(project_settings(run))["stalled_minutes"]
         since = now - timedelta(minutes=minutes)
         if run.started_at is None or run.started_at > since:
             continue
-        seen = RunDiagnosis.objects.filter(run_id=run.pk).values_list("updated_at", flat=True).first()
-        if seen is not None and seen > since:
+        last = max(
+            t
+            for t in (
+                run.started_at,
+                run.diagnosed_at,
+                datetime.fromtimestamp(seen[run.pk], tz=UTC) if run.pk in seen else None,
+            )
+            if t is not None
+        )
+        if last > since:
             continue
-        last = seen or run.started_at
-        # One alert per silence: keyed by when the points stopped.
+        # One alert per silence: keyed by when the points stopped (to the second).
         raised = Raised()
         raised.add(
             "stalled",

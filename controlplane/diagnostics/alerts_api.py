@@ -19,8 +19,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.api import ApiError, ErrorSerializer, InputSerializer, Pagination
-from controlplane.auth.access import accessible_run
-from controlplane.diagnostics.alerts import KINDS, THRESHOLDS
+from controlplane.auth.access import accessible_run, accessible_team
+from controlplane.diagnostics.alerts import KINDS, THRESHOLDS, thresholds_of
 from controlplane.diagnostics.models import Alert, DiagnosticsSettings
 from controlplane.teams.models import Project, Role
 from controlplane.teams.selectors import projects_visible_to, team_role_at_least, teams_visible_to
@@ -107,9 +107,8 @@ class TeamAlertsView(APIView):
         summary="The team's alert feed: alerts on all its runs, newest first",
     )
     def get(self, request: Request, team_id: int) -> Response:
-        if not teams_visible_to(request.user).filter(id=team_id).exists():
-            raise ApiError(f"Team {team_id} not found.", code="not_found", status_code=404)
-        return _page(request, self, _alerts().filter(run__project__team_id=team_id))
+        team = accessible_team(request, team_id)
+        return _page(request, self, _alerts().filter(run__project__team=team))
 
 
 class AlertAcknowledgeView(APIView):
@@ -180,7 +179,7 @@ def _settings_out(found: DiagnosticsSettings) -> dict[str, Any]:
     thresholds = dict(found.thresholds or {})
     return {
         "thresholds": thresholds,
-        "effective": {**THRESHOLDS, **{k: v for k, v in thresholds.items() if k in THRESHOLDS}},
+        "effective": thresholds_of(found),
         "muted": list(found.muted or []),
         "webhook_url": found.webhook_url,
         "has_webhook_secret": bool(found.webhook_secret),

@@ -130,8 +130,12 @@ class SignalSerializer(serializers.Serializer[Any]):
     zero_std_frac_trailing = Float(allow_null=True)
     trailing_steps = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
     zero_adv_token_frac_mean = Float(allow_null=True)
-    threshold = Float()
-    flagged = serializers.BooleanField()
+    threshold = Float(help_text="no_signal_frac: flagged when the trailing mean is above this.")
+    window_steps = serializers.IntegerField(help_text="no_signal_steps: the trailing window's length.")
+    flagged = serializers.BooleanField(
+        help_text="On from when the trailing mean first exceeds the threshold until it falls below half of it."
+    )
+    flagged_since = serializers.IntegerField(allow_null=True, help_text="The first step of the flagged window.")
     advice = serializers.CharField(allow_null=True)
     chart = SignalChartSerializer()
 

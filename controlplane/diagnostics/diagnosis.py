@@ -16,7 +16,8 @@ State (RunDiagnosis.state, JSON; the "alerts" sub-dict belongs to controlplane.d
   split per step, not per sample, so a step's figures go to the bucket of its rounded
   ``offpolicy/staleness_mean``; keys ``mismatch/staleness_<k>/engine_kl|lag_kl``, when a recipe
   reports them, are used as they are.
-- ``signal_window``: the trailing SIGNAL_WINDOW values of ``reward/zero_std_frac``.
+- ``signal_window``: the trailing ``no_signal_steps`` values of ``reward/zero_std_frac``, and
+  ``signal``: whether the no-learning-signal flag is on, since which step, and its trailing mean.
 - ``goodput``: Σ generated tokens and Σ tokens with a learning signal (see scorecard).
 
 The barrel model (how the staves of a step overlap)
@@ -45,8 +46,10 @@ against the step, and its mean over the last tenth of the run against the first.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -56,17 +59,31 @@ from controlplane.diagnostics.feed import NewPoints
 VERSION = 2
 MAX_BUCKETS = 128
 ENGINE_WINDOW = 50
-SIGNAL_WINDOW = 20
 MAX_FLAGS = 50
 
-# Engine mismatch: a step is flagged when engine_kl is above this (a bf16 engine against an fp32
-# trainer sits around 1e-3..1e-2; the same precision, ~1e-6), or a spike: above the trailing
-# window's median + SPIKE_K · MAD (MAD floored, so a flat window does not flag noise).
-ENGINE_KL_THRESHOLD = 1e-3
-SPIKE_K = 6.0
+# The thresholds of the two flags the alerts follow (controlplane.diagnostics.alerts raises
+# `engine_mismatch` and `no_signal` from these flags, never from a rule of its own). Each may be
+# overridden per project in DiagnosticsSettings.thresholds (alerts.thresholds_of).
+#
+# Engine mismatch: a step is flagged when mismatch/engine_kl is above `engine_kl_threshold` (a
+# bf16 engine against an fp32 trainer sits around 1e-3..1e-2; the same precision, ~1e-6), or
+# spikes: above all of `engine_kl_spike_min`, `engine_kl_spike_ratio` times the median of the
+# trailing ENGINE_WINDOW values, and that median + `spike_k` robust sigmas (1.4826 · MAD), once
+# the window holds SPIKE_MIN_POINTS values.
+# No learning signal: the mean of reward/zero_std_frac over the last `no_signal_steps` steps is
+# above `no_signal_frac` (most groups' rewards all equal, so their advantages are zero). The flag
+# stays on until that mean falls below half of `no_signal_frac` (hysteresis: a run hovering at
+# the threshold is one episode, not many).
+THRESHOLDS: dict[str, float] = {
+    "engine_kl_threshold": 1e-3,
+    "engine_kl_spike_min": 1e-5,
+    "engine_kl_spike_ratio": 10.0,
+    "spike_k": 8.0,
+    "no_signal_frac": 0.5,
+    "no_signal_steps": 20,
+}
 SPIKE_MIN_POINTS = 10
-# No learning signal: the trailing window's mean zero_std_frac above this.
-ZERO_SIGNAL_THRESHOLD = 0.5
+MAD_SIGMA = 1.4826
 
 PRODUCER = {"rollout": "time/rollout_s", "reward": "time/reward_s", "sandbox": "time/sandbox_s"}
 TRAINER = {
@@ -109,6 +126,7 @@ def new_state() -> dict[str, Any]:
         "engine_flags": [],
         "by_staleness": {},
         "signal_window": [],
+        "signal": {"on": False, "since": None, "mean": None},
         "goodput": {"tokens": 0.0, "signal_tokens": 0.0, "steps": 0},
         "step_rows": {},
     }
@@ -117,8 +135,21 @@ def new_state() -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- fold
 
 
-def fold(state: dict[str, Any], new: NewPoints) -> dict[str, Any]:
-    """Fold the new points into the state (in place; returned). Never reads past points."""
+@dataclass
+class Findings:
+    """What one fold flagged for the first time: the alerts raise from these."""
+
+    # Newly flagged engine-mismatch steps: {"step", "engine_kl", "why"} ("threshold" | "spike").
+    engine_flags: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # No-learning-signal episodes that began: {"first", "last", "mean"} (the window's steps).
+    signal_started: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def fold(state: dict[str, Any], new: NewPoints, thresholds: Mapping[str, float] | None = None) -> Findings:
+    """Fold the new points into the state (in place). Never reads past points. Returns what
+    was flagged for the first time."""
+    t = thresholds or THRESHOLDS
+    found = Findings()
     if state.get("version") != VERSION:
         alerts = state.get("alerts")
         state.clear()
@@ -136,17 +167,14 @@ def fold(state: dict[str, Any], new: NewPoints) -> dict[str, Any]:
         if key in BUCKETED:
             _fold_buckets(state["buckets"], key, s, v)
         if key == ENGINE_KL:
-            _fold_engine(state, s, v)
+            found.engine_flags += _fold_engine(state, s, v, t)
         elif key == ZERO_STD:
-            window = state["signal_window"] + [
-                [int(a), float(b)] for a, b in zip(s[-SIGNAL_WINDOW:], v[-SIGNAL_WINDOW:], strict=True)
-            ]
-            state["signal_window"] = window[-SIGNAL_WINDOW:]
+            found.signal_started += _fold_signal(state, s, v, t)
         elif key.startswith("mismatch/staleness_"):
             _, bucket, which = key.split("/", 2)
             _add(state["by_staleness"], bucket.removeprefix("staleness_"), which, float(v.sum()), len(v), reported=True)
     _fold_step_rows(state, new)
-    return state
+    return found
 
 
 def _fold_totals(totals: dict[str, Any], key: str, s: np.ndarray, v: np.ndarray) -> None:
@@ -198,7 +226,7 @@ def _fold_buckets(buckets: dict[str, Any], key: str, s: np.ndarray, v: np.ndarra
     columns[key] = [new_sums.tolist(), new_counts.tolist()]
 
 
-def _fold_engine(state: dict[str, Any], s: np.ndarray, v: np.ndarray) -> None:
+def _fold_engine(state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping[str, float]) -> list[dict[str, Any]]:
     window: list[list[float]] = state["engine_window"]
     flags: list[dict[str, Any]] = state["engine_flags"]
     old = np.asarray([w[1] for w in window], dtype=np.float64)
@@ -218,16 +246,49 @@ def _fold_engine(state: dict[str, Any], s: np.ndarray, v: np.ndarray) -> None:
         if len(trailing) >= SPIKE_MIN_POINTS:
             medians[i] = np.median(trailing)
             mads[i] = np.median(np.abs(trailing - medians[i]))
-    floor = np.maximum(np.maximum(mads, 0.05 * np.abs(medians)), 1e-9)
-    over = v > ENGINE_KL_THRESHOLD
-    spike = ~over & ~np.isnan(medians) & (v > medians + SPIKE_K * floor)
-    for i in np.flatnonzero(over | spike).tolist():
-        flags.append({"step": int(s[i]), "engine_kl": float(v[i]), "why": "threshold" if over[i] else "spike"})
+    limit = np.maximum.reduce(
+        [
+            np.full(len(v), t["engine_kl_spike_min"]),
+            t["engine_kl_spike_ratio"] * medians,
+            medians + t["spike_k"] * MAD_SIGMA * mads,
+        ]
+    )
+    over = v > t["engine_kl_threshold"]
+    spike = ~over & ~np.isnan(medians) & (v > limit)
+    new_flags = [
+        {"step": int(s[i]), "engine_kl": float(v[i]), "why": "threshold" if over[i] else "spike"}
+        for i in np.flatnonzero(over | spike).tolist()
+    ]
+    flags += new_flags
     window.extend(
         [int(a), float(b)] for a, b in zip(s[-ENGINE_WINDOW:].tolist(), v[-ENGINE_WINDOW:].tolist(), strict=True)
     )
     del window[:-ENGINE_WINDOW]
     del flags[:-MAX_FLAGS]
+    return new_flags
+
+
+def _fold_signal(state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping[str, float]) -> list[dict[str, Any]]:
+    """The no-learning-signal flag, step by step (one value per step: a short loop)."""
+    n = max(1, int(t["no_signal_steps"]))
+    frac = t["no_signal_frac"]
+    window: list[list[float]] = state["signal_window"]
+    signal = state.setdefault("signal", {"on": False, "since": None, "mean": None})
+    started: list[dict[str, Any]] = []
+    for step, value in zip(s.tolist(), v.tolist(), strict=True):
+        window.append([int(step), float(value)])
+        del window[:-n]
+        if len(window) < n:
+            continue
+        mean = sum(w[1] for w in window) / n
+        signal["mean"] = mean
+        if signal["on"]:
+            if mean < frac / 2:
+                signal["on"], signal["since"] = False, None
+        elif mean > frac:
+            signal["on"], signal["since"] = True, int(window[0][0])
+            started.append({"first": int(window[0][0]), "last": int(step), "mean": mean})
+    return started
 
 
 def _add(table: dict[str, Any], bucket: str, which: str, total: float, count: int, *, reported: bool) -> None:
@@ -442,7 +503,8 @@ def barrel_view(state: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def mismatch_view(state: Mapping[str, Any]) -> dict[str, Any]:
+def mismatch_view(state: Mapping[str, Any], thresholds: Mapping[str, float] | None = None) -> dict[str, Any]:
+    t = thresholds or THRESHOLDS
     engine, lag = _mean(state, ENGINE_KL), _mean(state, LAG_KL)
     attributed = None
     engine_share = None
@@ -468,7 +530,7 @@ def mismatch_view(state: Mapping[str, Any]) -> dict[str, Any]:
         "lag_kl_mean": lag,
         "engine_share": engine_share,
         "attributed_to": attributed,
-        "threshold": ENGINE_KL_THRESHOLD,
+        "threshold": t["engine_kl_threshold"],
         "flags": list(state["engine_flags"]),
         "flagged": bool(state["engine_flags"]),
         "by_staleness": by_staleness,
@@ -510,18 +572,22 @@ SIGNAL_ADVICE = (
 )
 
 
-def signal_view(state: Mapping[str, Any]) -> dict[str, Any]:
+def signal_view(state: Mapping[str, Any], thresholds: Mapping[str, float] | None = None) -> dict[str, Any]:
+    t = thresholds or THRESHOLDS
     window = state["signal_window"]
+    signal = state.get("signal") or {}
     trailing = float(np.mean([v for _, v in window])) if window else None
-    flagged = trailing is not None and trailing > ZERO_SIGNAL_THRESHOLD
+    flagged = bool(signal.get("on"))
     steps, series = bucket_series(state, ZERO_STD)
     return {
         "zero_std_frac_mean": _mean(state, ZERO_STD),
         "zero_std_frac_trailing": trailing,
         "trailing_steps": [window[0][0], window[-1][0]] if window else None,
         "zero_adv_token_frac_mean": _mean(state, ZERO_ADV_TOKENS),
-        "threshold": ZERO_SIGNAL_THRESHOLD,
+        "threshold": t["no_signal_frac"],
+        "window_steps": int(t["no_signal_steps"]),
         "flagged": flagged,
+        "flagged_since": signal.get("since") if flagged else None,
         "advice": SIGNAL_ADVICE if flagged else None,
         "chart": {"steps": steps, "zero_std_frac": series},
     }
@@ -576,13 +642,18 @@ def scorecard(
 
 
 def report(
-    state: Mapping[str, Any], *, cpus: float | None = None, gpus: float | None = None, target: float | None = None
+    state: Mapping[str, Any],
+    *,
+    cpus: float | None = None,
+    gpus: float | None = None,
+    target: float | None = None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     return {
         "barrel": barrel_view(state),
-        "mismatch": mismatch_view(state),
+        "mismatch": mismatch_view(state, thresholds),
         "offpolicy": offpolicy_view(state),
-        "signal": signal_view(state),
+        "signal": signal_view(state, thresholds),
         "scorecard": scorecard(state, cpus=cpus, gpus=gpus, target=target),
     }
 

@@ -11,6 +11,10 @@ from ingest to the incremental updater (controlplane.diagnostics.tasks) through 
 3. The task pops everything pending (`pop_pending`) as NewPoints: per key, the new points in
    ascending step order (the last write of a step wins), and folds them in.
 
+Every batch, diagnosed keys or not, also sets the run's `barrel:diag:last_point:{run_id}` (the
+time the thread saw it, epoch seconds, kept LAST_POINT_TTL_S): the stalled check
+(alerts.check_stalled) reads when a run last sent anything, whatever its metric names.
+
 The receiver is on ingest's path: it does no database work and no I/O. A Redis or broker that is
 down loses the points for diagnostics, never the batch.
 """
@@ -58,6 +62,8 @@ DEBOUNCE_S = 1.0
 COALESCE_S = 0.05
 # A schedule key outlives a lost task (a broker that dropped it) by at most this much.
 SCHEDULE_TTL_MS = 10_000
+# How long a run's last-point time is kept (a run silent for longer is stalled anyway).
+LAST_POINT_TTL_S = 7 * 24 * 3600
 # A run's pending list is capped (entries = batches): past it, the oldest are dropped (a task
 # that cannot keep up must not grow Redis without bound).
 MAX_PENDING_BATCHES = 10_000
@@ -89,6 +95,23 @@ def schedule_key(run_id: int) -> str:
 
 
 @cache
+def last_point_key(run_id: int) -> str:
+    return f"barrel:diag:last_point:{run_id}"
+
+
+def last_points(run_ids: list[int]) -> dict[int, float]:
+    """When each run last sent a metrics batch (epoch seconds), for those seen within
+    LAST_POINT_TTL_S; {} when Redis cannot be reached."""
+    if not run_ids:
+        return {}
+    try:
+        found = _redis().mget([last_point_key(r) for r in run_ids])
+    except (redis.exceptions.RedisError, OSError) as exc:
+        logger.warning("last points not read: %s", exc)
+        return {}
+    return {r: float(v) for r, v in zip(run_ids, found, strict=True) if v is not None}
+
+
 def _redis() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL)
 
@@ -235,7 +258,18 @@ class _Pusher:
             by_run: dict[int, list[bytes]] = {}
             for run_id, blob in items:
                 by_run.setdefault(run_id, []).append(blob)
+            try:
+                pipe = _redis().pipeline(transaction=False)
+                now = f"{time.time():.3f}"
+                for run_id in by_run:
+                    pipe.set(last_point_key(run_id), now, ex=LAST_POINT_TTL_S)
+                pipe.execute()
+            except (redis.exceptions.RedisError, OSError) as exc:
+                logger.warning("diagnostics feed: last points not set: %s", exc)
             for run_id, blobs in by_run.items():
+                blobs = [b for b in blobs if b]  # b"": a batch with no diagnosed point
+                if not blobs:
+                    continue
                 try:
                     if push(run_id, *blobs):
                         from controlplane.diagnostics.tasks import update_run
@@ -269,7 +303,7 @@ def flush(timeout: float = 5.0) -> bool:
 def on_points_stored(
     sender: Any, *, run_id: int, names: list[str], key_index: Any, steps: Any, values: Any, **kwargs: Any
 ) -> None:
-    """After a metrics batch commits: its diagnosed points, encoded, handed to the pusher thread."""
+    """After a metrics batch commits: its diagnosed points, encoded, handed to the pusher thread
+    (an empty blob when it has none: the run's last-point time is still set)."""
     picked = select(names, key_index, steps, values)
-    if picked is not None:
-        _pusher.put(run_id, encode(*picked))
+    _pusher.put(run_id, encode(*picked) if picked is not None else b"")

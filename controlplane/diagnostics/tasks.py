@@ -14,7 +14,7 @@ from django.utils import timezone
 from controlplane.diagnostics import alerts
 from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics.feed import NewPoints, pop_pending
-from controlplane.diagnostics.models import DiagnosticsSettings, RunDiagnosis
+from controlplane.diagnostics.models import RunDiagnosis
 from controlplane.events import publish_on_commit
 from controlplane.runs.models import Run
 
@@ -42,25 +42,24 @@ def run_resources(run: Run) -> tuple[float | None, float | None]:
 
 def target_reward(run: Run) -> float | None:
     """The project's target reward (diagnostics settings, thresholds.target_reward), if set."""
-    try:
-        found = run.project.diagnostics_settings.thresholds
-    except DiagnosticsSettings.DoesNotExist:
-        return None
-    value = (found or {}).get("target_reward")
+    settings = alerts.project_settings(run)
+    value = ((settings.thresholds if settings else None) or {}).get("target_reward")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def build_report(run: Run, state: dict[str, Any], *, target: float | None = None) -> dict[str, Any]:
-    """The report of a state. The run's resources are read from its config once and kept in
-    the state."""
+    """The report of a state, with the run's project's thresholds. The run's resources are read
+    from its config once and kept in the state."""
     if "resources" not in state:
         state["resources"] = list(run_resources(run))
     cpus, gpus = state["resources"]
-    return dx.report(state, cpus=cpus, gpus=gpus, target=target if target is not None else target_reward(run))
-
-
-def _alerts_on_points(run: Run, new: NewPoints, state: dict[str, Any]) -> None:
-    alerts.on_points(run, new, state.setdefault("alerts", {}))
+    return dx.report(
+        state,
+        cpus=cpus,
+        gpus=gpus,
+        target=target if target is not None else target_reward(run),
+        thresholds=alerts.thresholds_of(alerts.project_settings(run)),
+    )
 
 
 def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
@@ -77,14 +76,15 @@ def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
             RunDiagnosis.objects.bulk_create([RunDiagnosis(run_id=run_id)], ignore_conflicts=True)
             diagnosis = rows.get()
         state = diagnosis.state or dx.new_state()
-        dx.fold(state, new)
+        thresholds = alerts.thresholds_of(alerts.project_settings(run))
+        found = dx.fold(state, new, thresholds)
         diagnosis.state = state
         diagnosis.report = build_report(run, state)
         diagnosis.points_seen += len(new)
         last = new.last_step
         if last is not None:
             diagnosis.last_step = max(last, diagnosis.last_step if diagnosis.last_step is not None else last)
-        _alerts_on_points(run, new, state)
+        alerts.on_points(run, new, state.setdefault("alerts", {}), found, thresholds)
         diagnosis.updated_at = timezone.now()
         RunDiagnosis.objects.filter(run_id=run_id).update(
             state=state,

@@ -1536,7 +1536,7 @@ export interface components {
             scorecard: components["schemas"]["Scorecard"];
         };
         DiagnosticsSettings: {
-            /** @description Overrides of the alert thresholds by name; the defaults: smooth_span=10, baseline_steps=10, sustain_steps=3, collapse_min_gain=6, reward_collapse_drop=0.5, entropy_collapse_ratio=0.1, spike_k=8, spike_ratio=3, kl_spike_min=0.05, engine_kl_spike_min=0.001, sandbox_failures_min=5, no_signal_frac=0.8, no_signal_steps=10, length_growth=0.5, trend_steps=50, hacking_evals=3, eval_drop=0.05, stalled_minutes=10. target_reward sets the scorecard's time-to-target. */
+            /** @description Overrides of the alert thresholds by name; the defaults: engine_kl_threshold=0.001, engine_kl_spike_min=1e-05, engine_kl_spike_ratio=10, spike_k=8, no_signal_frac=0.5, no_signal_steps=20, smooth_span=10, baseline_steps=10, sustain_steps=3, collapse_min_gain=6, reward_collapse_drop=0.5, entropy_collapse_ratio=0.1, spike_ratio=3, kl_spike_min=0.05, sandbox_failures_min=5, length_growth=0.5, trend_steps=50, hacking_evals=3, eval_drop=0.05, stalled_minutes=10. target_reward sets the scorecard's time-to-target. */
             thresholds: {
                 [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
             };
@@ -3312,8 +3312,14 @@ export interface components {
             zero_std_frac_trailing: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
             trailing_steps: number[] | null;
             zero_adv_token_frac_mean: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description no_signal_frac: flagged when the trailing mean is above this. */
             threshold: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description no_signal_steps: the trailing window's length. */
+            window_steps: number;
+            /** @description On from when the trailing mean first exceeds the threshold until it falls below half of it. */
             flagged: boolean;
+            /** @description The first step of the flagged window. */
+            flagged_since: number | null;
             advice: string | null;
             chart: components["schemas"]["SignalChart"];
         };

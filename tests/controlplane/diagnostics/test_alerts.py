@@ -10,7 +10,7 @@ import http.server
 import json
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -18,13 +18,15 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane.diagnostics import alerts
+from controlplane.diagnostics import alerts, feed
+from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics.feed import NewPoints
 from controlplane.diagnostics.models import Alert, DiagnosticsSettings, RunDiagnosis
 from controlplane.diagnostics.webhooks import deliver_alert
 from controlplane.runs.models import Run, RunStatus
 from controlplane.teams.models import Project
 from tests.conftest import Persona
+from tests.controlplane.diagnostics.test_diagnosis_api import batch, ingest
 
 STEPS = 200
 
@@ -69,12 +71,19 @@ def batches(series: dict[str, np.ndarray], rng: np.random.Generator, run_id: int
         step += n
 
 
+def update(new: NewPoints, state: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """What the updater does with a batch: fold it into the diagnosis, detect on it and on what
+    the fold flagged."""
+    found = dx.fold(state.setdefault("diagnosis", dx.new_state()), new)
+    return alerts.detect(new, state.setdefault("alerts", {}), found=found).items
+
+
 def detect_all(series: dict[str, np.ndarray], seed: int = 0) -> list[tuple[Any, ...]]:
     rng = np.random.default_rng(seed)
     state: dict[str, Any] = {}
     raised: list[tuple[Any, ...]] = []
     for new in batches(series, rng):
-        raised += alerts.detect(new, state).items
+        raised += update(new, state)
         json.dumps(state, allow_nan=False)  # the state is stored as JSON (no NaN in jsonb)
     return raised
 
@@ -92,10 +101,8 @@ def test_fifty_clean_runs_raise_nothing() -> None:
         raised: list[tuple[Any, ...]] = []
         state: dict[str, Any] = {}
         for new in batches(series, np.random.default_rng(i)):
-            raised += alerts.detect(new, state).items
-        raised += alerts.detect(
-            NewPoints(run_id=1, series={"eval/held_out/reward_mean": (eval_steps, series_eval)}), state
-        ).items
+            raised += update(new, state)
+        raised += update(NewPoints(run_id=1, series={"eval/held_out/reward_mean": (eval_steps, series_eval)}), state)
         assert raised == [], f"clean run {i}: {[(k, m) for k, _, m, *_ in raised]}"
 
 
@@ -147,7 +154,18 @@ def test_no_learning_signal_is_raised_once_while_it_lasts(clean: dict[str, np.nd
     raised = detect_all(clean)
     assert kinds(raised) == ["no_signal"]
     _, _, message, first, last, *_ = raised[0]
-    assert 55 <= first <= 60 and last <= 75 and "group size" in message
+    window = int(dx.THRESHOLDS["no_signal_steps"])
+    assert 60 <= last <= 75 and first == last - window + 1 and "group size" in message
+
+
+def test_a_sustained_engine_mismatch_is_one_alert_per_episode(clean: dict[str, np.ndarray]) -> None:
+    """A bf16 engine from step 100 on flags every step; the alert names the first, once, and a
+    second episode after a quiet stretch is raised again."""
+    clean["mismatch/engine_kl"][100:140] = 4e-3
+    clean["mismatch/engine_kl"][195] = 4e-3
+    raised = detect_all(clean)
+    assert [(k, first) for k, _, _, first, *_ in raised] == [("engine_mismatch", 100), ("engine_mismatch", 195)]
+    assert "above the threshold" in raised[0][2]
 
 
 def test_length_growing_without_reward(clean: dict[str, np.ndarray]) -> None:
@@ -276,16 +294,20 @@ def receiver() -> Iterator[tuple[str, type[_Receiver]]]:
 
 
 def test_an_alert_is_posted_signed_and_a_refusal_is_not_retried(
-    run: Run, project: Project, receiver: tuple[str, type[_Receiver]], django_capture_on_commit_callbacks: Any
+    run: Run,
+    project: Project,
+    receiver: tuple[str, type[_Receiver]],
+    django_capture_on_commit_callbacks: Any,
+    eager: None,
 ) -> None:
     url, handler = receiver
     DiagnosticsSettings.objects.create(project=project, webhook_url=url, webhook_secret="s3cret")
     run.refresh_from_db()
     with django_capture_on_commit_callbacks(execute=False) as queued, transaction.atomic():
         (alert,) = alerts.on_points(run, spike(run.id), {})
-    assert any("send" in getattr(cb, "__name__", "") for cb in queued)  # the delivery is queued after commit
-
-    assert deliver_alert(alert.id) is True
+    assert handler.got == []  # nothing is sent before the alert is committed
+    for callback in queued:  # the commit: the delivery task runs (eagerly, as a worker would)
+        callback()
     ((headers, body),) = handler.got
     stamp = headers["X-Barrel-Timestamp"]
     expected = hmac.new(b"s3cret", f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
@@ -319,3 +341,19 @@ def test_a_running_run_whose_points_stopped_is_stalled_once(run: Run) -> None:
     (stalled,) = alerts.check_stalled(now)
     assert stalled.kind == "stalled" and "15 minutes" in stalled.message
     assert alerts.check_stalled(now + timedelta(minutes=1)) == []  # the same silence: once
+
+
+def test_a_run_sending_only_undiagnosed_keys_is_not_stalled_until_it_stops(
+    run: Run, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Stalled reads when any batch last came (the feed's last-point time), not only diagnosed
+    keys: a trainer logging its own names is alive while it logs."""
+    feed._redis().delete(feed.last_point_key(run.id))
+    now = timezone.now()
+    Run.objects.filter(id=run.id).update(status=RunStatus.RUNNING, started_at=now - timedelta(minutes=30))
+    ingest(run, django_capture_on_commit_callbacks, batch(0, 5, {"custom/my_loss": 0.5}), fold=False)
+    assert not RunDiagnosis.objects.filter(run=run).exists()  # nothing diagnosed
+    assert alerts.check_stalled(now) == []
+    (stalled,) = alerts.check_stalled(now + timedelta(minutes=11))
+    # Silent since the batch (not since the start, 30 minutes before).
+    assert datetime.fromisoformat(stalled.details["last_point_at"]) >= now - timedelta(seconds=1)

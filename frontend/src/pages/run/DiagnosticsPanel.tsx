@@ -240,11 +240,13 @@ function SignalSection({ d }: { d: Diagnosis }) {
       <h3>Learning signal</h3>
       <p>
         Groups without signal (zero_std_frac): {formatShare(s.zero_std_frac_mean)} over the run,{" "}
-        {formatShare(s.zero_std_frac_trailing)} over the last steps
+        {formatShare(s.zero_std_frac_trailing)} over the last {s.window_steps} steps
         {s.zero_adv_token_frac_mean !== null ? `; tokens with zero advantage ${formatShare(s.zero_adv_token_frac_mean)}` : ""}.
+        Flagged above {formatShare(s.threshold)} over {s.window_steps} steps.
       </p>
       {s.flagged ? (
         <p className="warning" data-testid="signal-advice">
+          {s.flagged_since !== null ? `Since step ${s.flagged_since}: ` : ""}
           {s.advice}
         </p>
       ) : null}
