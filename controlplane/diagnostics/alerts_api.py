@@ -73,15 +73,37 @@ def _acknowledged_filter(request: Request, alerts: Any) -> Any:
     return alerts.filter(acknowledged_at__isnull=values[0] == "false")
 
 
+def _kind_filter(request: Request, alerts: Any) -> Any:
+    values = request.query_params.getlist("kind")
+    if not values:
+        return alerts
+    unknown = sorted({v[:40] for v in values} - set(KINDS))
+    if unknown:
+        raise ApiError(
+            f"kind must be one of {', '.join(KINDS)}; got {', '.join(map(repr, unknown))}.",
+            code="validation_error",
+            fields={"kind": [f"unknown kind: {', '.join(unknown)}"]},
+        )
+    return alerts.filter(kind__in=values)
+
+
 def _page(request: Request, view: APIView, alerts: Any) -> Response:
-    """One page of the alerts, filtered by the request's `acknowledged`."""
+    """One page of the alerts, filtered by the request's `acknowledged` and `kind`."""
     paginator = Pagination()
-    page: list[Alert] = list(paginator.paginate_queryset(_acknowledged_filter(request, alerts), request, view) or [])
+    filtered = _kind_filter(request, _acknowledged_filter(request, alerts))
+    page: list[Alert] = list(paginator.paginate_queryset(filtered, request, view) or [])
     return paginator.get_paginated_response(AlertSerializer(page, many=True).data)
 
 
 ACK_PARAM = OpenApiParameter(
     "acknowledged", {"type": "string", "enum": ["true", "false"]}, description="Only acknowledged alerts, or only not"
+)
+KIND_PARAM = OpenApiParameter(
+    "kind",
+    {"type": "string", "enum": list(KINDS)},
+    many=True,
+    explode=True,
+    description="Only alerts of these kinds (repeat the parameter for several)",
 )
 
 
@@ -89,7 +111,7 @@ class RunAlertsView(APIView):
     pagination_class = Pagination
 
     @extend_schema(
-        parameters=[ACK_PARAM],
+        parameters=[ACK_PARAM, KIND_PARAM],
         responses={200: AlertSerializer(many=True), 404: ErrorSerializer},
         summary="The run's alerts, newest first",
     )
@@ -102,7 +124,7 @@ class TeamAlertsView(APIView):
     pagination_class = Pagination
 
     @extend_schema(
-        parameters=[ACK_PARAM],
+        parameters=[ACK_PARAM, KIND_PARAM],
         responses={200: AlertSerializer(many=True), 404: ErrorSerializer},
         summary="The team's alert feed: alerts on all its runs, newest first",
     )

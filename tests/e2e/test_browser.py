@@ -179,5 +179,5 @@ def test_a_person_sees_a_runs_diagnosis_and_alert_and_the_teams_failures(live: L
     finally:
         httpx.post(f"{live.url}/api/v1/runs/{run['id']}/cancel", headers={"Authorization": f"Bearer {live.token}"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    for shot in ("diagnostics.png", "alert.png", "triage.png", "failure.png"):
+    for shot in ("diagnostics.png", "alert.png", "team-alerts.png", "run-step.png", "triage.png", "failure.png"):
         assert (SHOTS / shot).exists(), shot

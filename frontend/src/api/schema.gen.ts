@@ -5777,6 +5777,8 @@ export interface operations {
             query?: {
                 /** @description Only acknowledged alerts, or only not */
                 acknowledged?: "true" | "false";
+                /** @description Only alerts of these kinds (repeat the parameter for several) */
+                kind?: "nan_inf" | "reward_collapse" | "entropy_collapse" | "kl_spike" | "engine_mismatch" | "sandbox_failures" | "no_signal" | "length_outpaces_reward" | "reward_hacking" | "stalled";
                 /** @description Number of results to return per page. */
                 limit?: number;
                 /** @description The initial index from which to return the results. */
@@ -7661,6 +7663,8 @@ export interface operations {
             query?: {
                 /** @description Only acknowledged alerts, or only not */
                 acknowledged?: "true" | "false";
+                /** @description Only alerts of these kinds (repeat the parameter for several) */
+                kind?: "nan_inf" | "reward_collapse" | "entropy_collapse" | "kl_spike" | "engine_mismatch" | "sandbox_failures" | "no_signal" | "length_outpaces_reward" | "reward_hacking" | "stalled";
                 /** @description Number of results to return per page. */
                 limit?: number;
                 /** @description The initial index from which to return the results. */

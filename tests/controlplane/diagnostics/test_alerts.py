@@ -245,6 +245,11 @@ def test_alerts_api_read_acknowledge_and_settings(
     assert viewer.client.get(f"/api/v1/teams/{project.team_id}/alerts", {"acknowledged": "false"}).json()["count"] == 0
     bad = viewer.client.get(f"/api/v1/teams/{project.team_id}/alerts", {"acknowledged": "maybe"})
     assert bad.status_code == 400 and "acknowledged" in bad.json()["fields"]
+    team_feed = f"/api/v1/teams/{project.team_id}/alerts"
+    assert [a["id"] for a in viewer.client.get(team_feed, {"kind": "kl_spike"}).json()["results"]] == [alert.id]
+    assert viewer.client.get(team_feed, {"kind": ["nan_inf", "stalled"]}).json()["count"] == 0
+    bad = viewer.client.get(team_feed, {"kind": "nope\x00"})
+    assert bad.status_code == 400 and "kind" in bad.json()["fields"]
 
     url = f"/api/v1/projects/{project.id}/diagnostics-settings"
     assert viewer.client.get(url).json()["effective"]["spike_k"] == alerts.THRESHOLDS["spike_k"]

@@ -5,10 +5,10 @@ import { ErrorBox } from "../../components/ErrorBox";
 import { TableState } from "../../components/TableState";
 import { formatDateTime } from "../../format";
 import { alertSteps, type Alert } from "../run/AlertsPanel";
-import { pageSize, useAcknowledgeAlert, useTeamAlerts } from "./api";
+import { PAGE_SIZE, useAcknowledgeAlert, useTeamAlerts } from "./api";
 
 type Acknowledge = ReturnType<typeof useAcknowledgeAlert>;
-import { KINDS, filtersFrom, kindLabel, ofKind } from "./format";
+import { KINDS, filtersFrom, kindLabel } from "./format";
 import { useTeamListState } from "./teamPage";
 import "./alerts.css";
 
@@ -91,9 +91,8 @@ export function TeamAlertsPage() {
   const navigate = useNavigate();
   const alerts = useTeamAlerts(teamId, filters, offset);
   const acknowledge = useAcknowledgeAlert(teamId);
-  const limit = pageSize(filters);
   const total = alerts.data?.count ?? 0;
-  const rows = ofKind(alerts.data?.results ?? [], filters.kind);
+  const rows = alerts.data?.results ?? [];
 
   return (
     <section>
@@ -151,12 +150,7 @@ export function TeamAlertsPage() {
           />
         </tbody>
       </table>
-      {filters.kind && total > limit ? (
-        <p className="muted small">
-          The kind filter looks through {limit} alerts a page (the server pages by state only): page on for older ones.
-        </p>
-      ) : null}
-      <Pager offset={offset} limit={limit} total={total} onOffset={setOffset} />
+      <Pager offset={offset} limit={PAGE_SIZE} total={total} onOffset={setOffset} />
     </section>
   );
 }

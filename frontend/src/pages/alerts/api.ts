@@ -16,30 +16,26 @@ export interface AlertFilters {
   kind: string;
 }
 
-/** The server's page; a kind filter reads the server's largest page, since only it filters by kind. */
 export const PAGE_SIZE = 50;
-export const KIND_PAGE_SIZE = 500;
 export const FEED_REFETCH_MS = 30_000;
-
-export function pageSize(filters: AlertFilters): number {
-  return filters.kind ? KIND_PAGE_SIZE : PAGE_SIZE;
-}
 
 export const teamAlertKeys = {
   /** Everything of one team's feed, invalidated together after an acknowledgement. */
   team: (teamId: number) => ["alerts", teamId] as const,
-  list: (teamId: number, state: AlertFilters["state"], limit: number, offset: number) =>
-    ["alerts", teamId, "list", state, limit, offset] as const,
+  list: (teamId: number, filters: AlertFilters, offset: number) =>
+    ["alerts", teamId, "list", filters.state, filters.kind, offset] as const,
 };
 
-/** One page of the team's alerts, newest first; `acknowledged` is what the server filters. */
+/** One page of the team's alerts, newest first, filtered by the server. */
 export function useTeamAlerts(teamId: number, filters: AlertFilters, offset: number) {
-  const limit = pageSize(filters);
   const acknowledged = filters.state === "open" ? "false" : filters.state === "acknowledged" ? "true" : "";
   return useQuery({
-    queryKey: teamAlertKeys.list(teamId, filters.state, limit, offset),
+    queryKey: teamAlertKeys.list(teamId, filters, offset),
     queryFn: ({ signal }) =>
-      apiRequest<AlertPage>(`/teams/${teamId}/alerts`, { query: { acknowledged, limit, offset }, signal }),
+      apiRequest<AlertPage>(`/teams/${teamId}/alerts`, {
+        query: { acknowledged, kind: filters.kind, limit: PAGE_SIZE, offset },
+        signal,
+      }),
     // The previous page stays while the next loads, but never another team's alerts.
     placeholderData: (previous, query) => (query?.queryKey[1] === teamId ? previous : undefined),
     // Alerts are raised by the updater as runs report: the feed keeps up without a socket of its own.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { filtersFrom, kindLabel, ofKind } from "./format";
+import { filtersFrom, kindLabel } from "./format";
 
 describe("the alert feed's helpers", () => {
   it.each([
@@ -16,11 +16,5 @@ describe("the alert feed's helpers", () => {
     expect(filtersFrom(new URLSearchParams("state=open&kind=kl_spike"))).toEqual({ state: "open", kind: "kl_spike" });
     expect(filtersFrom(new URLSearchParams("state=acknowledged"))).toEqual({ state: "acknowledged", kind: "" });
     expect(filtersFrom(new URLSearchParams("state=maybe&kind=constructor"))).toEqual({ state: "", kind: "" });
-  });
-
-  it("keeps the alerts of one kind, or all", () => {
-    const alerts = [{ kind: "nan_inf" }, { kind: "kl_spike" }];
-    expect(ofKind(alerts, "kl_spike")).toEqual([{ kind: "kl_spike" }]);
-    expect(ofKind(alerts, "")).toEqual(alerts);
   });
 });

@@ -38,8 +38,3 @@ export function filtersFrom(params: URLSearchParams): AlertFilters {
     kind: isKind(kind) ? kind : "",
   };
 }
-
-/** The alerts of the chosen kind (all of them for ""). */
-export function ofKind<T extends { kind: string }>(alerts: readonly T[], kind: string): T[] {
-  return kind ? alerts.filter((a) => a.kind === kind) : [...alerts];
-}
