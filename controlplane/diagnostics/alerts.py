@@ -202,15 +202,35 @@ def _nan_inf(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Ra
             )
 
 
+def _finite_points(new: NewPoints, key: str) -> tuple[np.ndarray, np.ndarray]:
+    found = new.series.get(key)
+    if found is None:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    finite = np.isfinite(found[1])
+    return found[0][finite], found[1][finite]
+
+
+def _noise_sigmas(s: dict[str, Any], values: np.ndarray) -> np.ndarray:
+    """Each new value's noise sigma: the median absolute step-to-step difference over the
+    trailing WINDOW differences through it / (0.6745·√2) (robust to trends; 0 before any). Keeps
+    the last value and the trailing differences in `s`."""
+    previous = np.concatenate([[s["last"]] if "last" in s else [], values[:-1]])
+    diffs = np.abs(values[len(values) - len(previous) :] - previous)
+    kept = np.asarray(s.get("diffs", []), dtype=np.float64)
+    med, _ = dx.trailing_median_mad(np.abs(kept), diffs, WINDOW, 1, inclusive=True, mad=False)
+    sigmas = np.concatenate([np.zeros(len(values) - len(diffs)), np.nan_to_num(med)]) / (0.6745 * math.sqrt(2))
+    if len(values):
+        s["last"] = float(values[-1])
+        s["diffs"] = np.concatenate([kept, diffs])[-WINDOW:].tolist()
+    return sigmas
+
+
 def _reward_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
     s = state.setdefault("reward_collapse", {})
-    for step, value in _points(new, "reward/mean"):
-        if not math.isfinite(value):
-            continue
+    steps, values = _finite_points(new, "reward/mean")
+    sigmas = _noise_sigmas(s, values)
+    for step, value, sigma in zip(steps.tolist(), values.tolist(), sigmas.tolist(), strict=True):
         smooth = _Ema.update(s, value, t["smooth_span"])
-        if "last" in s:
-            _push(s.setdefault("diffs", []), value - s["last"])
-        s["last"] = value
         base = s.setdefault("base", [])
         if len(base) < t["baseline_steps"]:
             base.append(value)
@@ -220,7 +240,6 @@ def _reward_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float],
             continue
         baseline = sum(base) / len(base)
         gain = s["peak"] - baseline
-        sigma = _noise_sigma(s.get("diffs", []))
         if gain <= t["collapse_min_gain"] * sigma or gain <= 0:
             continue
         if s["peak"] - smooth > t["reward_collapse_drop"] * gain:
@@ -267,29 +286,31 @@ def _entropy_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float]
 
 def _spikes(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
     for key, (kind, floor) in SPIKES.items():
-        if key not in new.series:
+        found = new.series.get(key)
+        if found is None:
             continue
+        finite = np.isfinite(found[1])
+        steps, values = found[0][finite], found[1][finite]
         s = state.setdefault("spikes", {}).setdefault(key, {})
         window = s.setdefault("w", [])
-        for step, value in _points(new, key):
-            if not math.isfinite(value):
+        med, mad = dx.trailing_median_mad(np.asarray(window, dtype=np.float64), values, WINDOW, 10)
+        limits = np.maximum.reduce(
+            [np.full(len(values), t[floor]), t["spike_ratio"] * med, med + t["spike_k"] * MAD_SIGMA * mad]
+        )
+        for i in np.flatnonzero(values > limits).tolist():  # NaN limits (a window still short) compare False
+            step, value, fired = int(steps[i]), float(values[i]), s.get("fired")
+            if fired is not None and step - fired <= WINDOW:
                 continue
-            if len(window) >= 10:
-                med = float(np.median(window))
-                sigma = MAD_SIGMA * float(np.median(np.abs(np.asarray(window) - med)))
-                limit = max(t[floor], t["spike_ratio"] * med, med + t["spike_k"] * sigma)
-                fired = s.get("fired")
-                if value > limit and (fired is None or step - fired > WINDOW):
-                    s["fired"] = step
-                    out.add(
-                        kind,
-                        f"{kind}:{key}:{step}",
-                        f"{key} spiked to {_fmt(value)} at step {step} (trailing median {_fmt(med)}, "
-                        f"limit {_fmt(limit)}).",
-                        step,
-                        details={"key": key, "value": value, "median": med, "limit": limit},
-                    )
-            _push(window, value)
+            s["fired"] = step
+            out.add(
+                kind,
+                f"{kind}:{key}:{step}",
+                f"{key} spiked to {_fmt(value)} at step {step} (trailing median {_fmt(med[i])}, "
+                f"limit {_fmt(limits[i])}).",
+                step,
+                details={"key": key, "value": value, "median": float(med[i]), "limit": float(limits[i])},
+            )
+        window[:] = (window + values.tolist())[-WINDOW:]
 
 
 def _engine_mismatch(found: dx.Findings, state: dict[str, Any], out: Raised) -> None:

@@ -1,7 +1,8 @@
 """A run's diagnosis, folded in as points arrive: pure functions from (state, NewPoints) to the
 next state, and from a state to the report the API and the run page show.
 
-State (RunDiagnosis.state, JSON; the "alerts" sub-dict belongs to controlplane.diagnostics.alerts)
+State (RunDiagnosis.packed, msgpack: `pack`/`unpack`; plain dicts, lists, str keys, numbers, as
+JSON would hold; the "alerts" sub-dict belongs to controlplane.diagnostics.alerts)
 -------------------------------------------------------------------------------------------------
 - ``totals[key]``: count, sum, min, max, first/last step and last value of every diagnosed key.
 - ``reg[key]``: running sums (n, Σx, Σy, Σxy, Σx²) of the stave keys against the step, for the
@@ -52,6 +53,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack  # type: ignore[import-untyped]
 import numpy as np
 
 from controlplane.diagnostics.feed import NewPoints
@@ -114,6 +116,18 @@ OFFPOLICY = (
     "mismatch/is_ratio_max",
     "mismatch/tis_clip_frac",
 )
+
+
+def pack(state: Mapping[str, Any]) -> bytes:
+    return bytes(msgpack.packb(state))
+
+
+def unpack(blob: bytes | memoryview | None) -> dict[str, Any]:
+    """The state stored as `pack` wrote it; a new state for none."""
+    if not blob:
+        return new_state()
+    state: dict[str, Any] = msgpack.unpackb(bytes(blob))
+    return state
 
 
 def new_state() -> dict[str, Any]:
@@ -226,26 +240,38 @@ def _fold_buckets(buckets: dict[str, Any], key: str, s: np.ndarray, v: np.ndarra
     columns[key] = [new_sums.tolist(), new_counts.tolist()]
 
 
+def trailing_median_mad(
+    kept: np.ndarray, new: np.ndarray, size: int, min_points: int, *, inclusive: bool = False, mad: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each new value, the median (and the median absolute deviation, if `mad`) of the `size`
+    values before it (through it, if `inclusive`), reading the values `kept` from earlier updates
+    first; NaN where fewer than `min_points` values precede it. Vectorised over the full windows;
+    a window still filling (a run's first points) is computed one by one."""
+    full = np.concatenate([kept[-size:] if size else kept[:0], new])
+    n = len(new)
+    end = np.arange(len(full) - n, len(full)) + (1 if inclusive else 0)
+    begin = np.maximum(0, end - size)
+    medians, mads = np.full(n, np.nan), np.full(n, np.nan)
+    whole = np.flatnonzero(end - begin == size)
+    if len(whole):
+        windows = np.lib.stride_tricks.sliding_window_view(full, size)[begin[whole]]
+        med = np.median(windows, axis=1)
+        medians[whole] = med
+        if mad:
+            mads[whole] = np.median(np.abs(windows - med[:, None]), axis=1)
+    for i in np.flatnonzero((end - begin < size) & (end - begin >= min_points)).tolist():
+        window = full[begin[i] : end[i]]
+        medians[i] = np.median(window)
+        if mad:
+            mads[i] = np.median(np.abs(window - medians[i]))
+    return medians, mads
+
+
 def _fold_engine(state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping[str, float]) -> list[dict[str, Any]]:
     window: list[list[float]] = state["engine_window"]
     flags: list[dict[str, Any]] = state["engine_flags"]
-    old = np.asarray([w[1] for w in window], dtype=np.float64)
-    full = np.concatenate([old, v])
-    # Each new point against the ENGINE_WINDOW values before it: vectorised once the window is full.
-    start = len(old)
-    medians = np.full(len(v), np.nan)
-    mads = np.full(len(v), np.nan)
-    full_from = max(start, ENGINE_WINDOW)
-    if len(full) > full_from:
-        windows = np.lib.stride_tricks.sliding_window_view(full[:-1], ENGINE_WINDOW)[full_from - ENGINE_WINDOW :]
-        med = np.median(windows, axis=1)
-        medians[full_from - start :] = med
-        mads[full_from - start :] = np.median(np.abs(windows - med[:, None]), axis=1)
-    for i in range(min(len(v), full_from - start)):  # a window still filling: the run's first points
-        trailing = full[max(0, start + i - ENGINE_WINDOW) : start + i]
-        if len(trailing) >= SPIKE_MIN_POINTS:
-            medians[i] = np.median(trailing)
-            mads[i] = np.median(np.abs(trailing - medians[i]))
+    kept = np.asarray([w[1] for w in window], dtype=np.float64)
+    medians, mads = trailing_median_mad(kept, v, ENGINE_WINDOW, SPIKE_MIN_POINTS)
     limit = np.maximum.reduce(
         [
             np.full(len(v), t["engine_kl_spike_min"]),

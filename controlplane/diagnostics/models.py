@@ -3,9 +3,11 @@ mismatch, off-policy and learning-signal views and its scorecard, kept up to dat
 arrive), the alerts raised on runs, each project's alert settings, and the team's failures
 grouped by signature.
 
-A diagnosis is computed incrementally: `state` holds what the updater needs to fold the next
-points in (running sums, counts, the last steps seen), `report` what the API and the pages show.
-Both are the updater's own JSON, so that a new view needs no migration."""
+A diagnosis is computed incrementally: `packed` holds what the updater needs to fold the next
+points in (running sums, counts, bounded windows, the last steps seen), as msgpack
+(controlplane.diagnostics.diagnosis.pack/unpack): the updater's own structure, so that a new view
+needs no migration, written on every update, so kept in the cheapest form to encode and store.
+The report the API and the pages show is derived from it on read."""
 
 from __future__ import annotations
 
@@ -19,8 +21,7 @@ from controlplane.teams.models import Project, Team
 
 class RunDiagnosis(models.Model):
     run = models.OneToOneField(Run, primary_key=True, on_delete=models.CASCADE, related_name="diagnosis")
-    state = models.JSONField(default=dict)
-    report = models.JSONField(default=dict)
+    packed = models.BinaryField(default=b"")
     # Points folded in so far, and the newest step among them.
     points_seen = models.BigIntegerField(default=0)
     last_step = models.BigIntegerField(null=True, blank=True)

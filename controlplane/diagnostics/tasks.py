@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from controlplane.diagnostics import alerts
@@ -49,10 +49,8 @@ def target_reward(run: Run) -> float | None:
 
 def build_report(run: Run, state: dict[str, Any], *, target: float | None = None) -> dict[str, Any]:
     """The report of a state, with the run's project's thresholds. The run's resources are read
-    from its config once and kept in the state."""
-    if "resources" not in state:
-        state["resources"] = list(run_resources(run))
-    cpus, gpus = state["resources"]
+    from its config once by the updater and kept in the state."""
+    cpus, gpus = state.get("resources") or run_resources(run)
     return dx.report(
         state,
         cpus=cpus,
@@ -64,31 +62,35 @@ def build_report(run: Run, state: dict[str, Any], *, target: float | None = None
 
 def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
     """Fold `new` into the run's diagnosis (made on first sight); None when the run is gone.
-    Three statements: the run with its project's settings, the diagnosis's state locked (not
-    its report), and one UPDATE."""
+    Three statements: the run with its project's settings, the diagnosis's state locked, and one
+    UPDATE of it, committed without waiting for the WAL flush (synchronous_commit off for this
+    transaction only: a database crash may lose the last second of diagnosis updates, never a
+    metric; no other transaction's durability changes). The report is derived on read."""
     with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
         run = Run.objects.filter(pk=run_id).select_related("project__diagnostics_settings").first()
         if run is None:
             return None
-        rows = RunDiagnosis.objects.select_for_update().filter(run_id=run_id).only("state", "points_seen", "last_step")
+        rows = RunDiagnosis.objects.select_for_update().filter(run_id=run_id).only("packed", "points_seen", "last_step")
         diagnosis = rows.first()
         if diagnosis is None:
             RunDiagnosis.objects.bulk_create([RunDiagnosis(run_id=run_id)], ignore_conflicts=True)
             diagnosis = rows.get()
-        state = diagnosis.state or dx.new_state()
+        state = dx.unpack(diagnosis.packed)
+        if "resources" not in state:
+            state["resources"] = list(run_resources(run))
         thresholds = alerts.thresholds_of(alerts.project_settings(run))
         found = dx.fold(state, new, thresholds)
-        diagnosis.state = state
-        diagnosis.report = build_report(run, state)
         diagnosis.points_seen += len(new)
         last = new.last_step
         if last is not None:
             diagnosis.last_step = max(last, diagnosis.last_step if diagnosis.last_step is not None else last)
         alerts.on_points(run, new, state.setdefault("alerts", {}), found, thresholds)
+        diagnosis.packed = dx.pack(state)
         diagnosis.updated_at = timezone.now()
         RunDiagnosis.objects.filter(run_id=run_id).update(
-            state=state,
-            report=diagnosis.report,
+            packed=diagnosis.packed,
             points_seen=diagnosis.points_seen,
             last_step=diagnosis.last_step,
             updated_at=diagnosis.updated_at,

@@ -4,6 +4,7 @@ database), folded in batches as ingest would hand them over."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics.feed import NewPoints, decode, encode, merge, select
@@ -200,3 +201,21 @@ def test_the_recipes_own_staleness_split_replaces_the_per_step_proxy():
     by = dx.mismatch_view(fold_in_batches(data))["by_staleness"]
     assert len(by) == 1 and by[0]["reported"] and by[0]["steps"] == 20
     assert abs(by[0]["lag_kl"] - 3e-4) < 1e-15 and abs(by[0]["engine_kl"] - 2e-6) < 1e-15
+
+
+@pytest.mark.parametrize("kept_n", [0, 3, 12, 80])
+@pytest.mark.parametrize("inclusive", [False, True])
+def test_trailing_median_and_mad_match_the_window_computed_point_by_point(kept_n: int, inclusive: bool) -> None:
+    rng = np.random.default_rng(kept_n)
+    kept, new = rng.random(kept_n), rng.random(70)
+    size, least = 20, 5
+    medians, mads = dx.trailing_median_mad(kept, new, size, least, inclusive=inclusive)
+    history = list(kept[-size:])
+    for i, value in enumerate(new):
+        window = np.asarray(([*history, value] if inclusive else history)[-size:])
+        if len(window) < least:
+            assert np.isnan(medians[i]) and np.isnan(mads[i])
+        else:
+            assert medians[i] == np.median(window)
+            assert mads[i] == np.median(np.abs(window - np.median(window)))
+        history.append(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics import feed
 from controlplane.diagnostics.models import DiagnosticsSettings, RunDiagnosis
 from controlplane.diagnostics.tasks import update_run
@@ -75,7 +76,7 @@ def test_ingested_batches_reach_the_diagnosis_and_its_api(
     diagnosis = RunDiagnosis.objects.get(run=run)
     assert diagnosis.points_seen == 40 * (len(TRAIN_BOUND) + 1)
     assert diagnosis.last_step == 39
-    assert "custom/ignored" not in diagnosis.state["totals"]
+    assert "custom/ignored" not in dx.unpack(diagnosis.packed)["totals"]
 
     body = owner.client.get(f"/api/v1/runs/{run.id}/diagnosis").json()
     assert body["barrel"]["bounding"] == "train"
