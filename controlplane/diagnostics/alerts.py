@@ -64,6 +64,7 @@ import numpy as np
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from scipy.signal import lfilter
 
 from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics.feed import NewPoints, last_points
@@ -167,11 +168,17 @@ class _Ema:
     """A debiased exponential moving average, as TensorBoard smooths, kept in a JSON dict."""
 
     @staticmethod
-    def update(s: dict[str, Any], value: float, span: float) -> float:
+    def series(s: dict[str, Any], values: np.ndarray, span: float) -> np.ndarray:
+        """The smoothed value at each new value, continuing from `s` (raw EMA and count), in
+        one linear filter: raw = (1-a)·raw + a·x, smoothed = raw / (1 - (1-a)^n), a = 2/(span+1)."""
+        if not len(values):
+            return np.zeros(0)
         alpha = 2.0 / (span + 1.0)
-        s["ema_raw"] = (1 - alpha) * s.get("ema_raw", 0.0) + alpha * value
-        s["ema_n"] = s.get("ema_n", 0) + 1
-        return float(s["ema_raw"] / (1 - (1 - alpha) ** s["ema_n"]))
+        raw, _ = lfilter([alpha], [1.0, alpha - 1.0], values, zi=[(1 - alpha) * s.get("ema_raw", 0.0)])
+        n = s.get("ema_n", 0) + np.arange(1, len(values) + 1)
+        s["ema_raw"], s["ema_n"] = float(raw[-1]), int(n[-1])
+        smoothed: np.ndarray = raw / (1 - (1 - alpha) ** n)
+        return smoothed
 
 
 def _noise_sigma(diffs: list[float]) -> float:
@@ -210,27 +217,34 @@ def _finite_points(new: NewPoints, key: str) -> tuple[np.ndarray, np.ndarray]:
     return found[0][finite], found[1][finite]
 
 
-def _noise_sigmas(s: dict[str, Any], values: np.ndarray) -> np.ndarray:
-    """Each new value's noise sigma: the median absolute step-to-step difference over the
-    trailing WINDOW differences through it / (0.6745·√2) (robust to trends; 0 before any). Keeps
-    the last value and the trailing differences in `s`."""
+def _keep_diffs(s: dict[str, Any], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The absolute step-to-step differences the new values make (none for a series' first
+    value), and those kept before; keeps the last value and the trailing WINDOW differences in `s`."""
     previous = np.concatenate([[s["last"]] if "last" in s else [], values[:-1]])
     diffs = np.abs(values[len(values) - len(previous) :] - previous)
-    kept = np.asarray(s.get("diffs", []), dtype=np.float64)
-    med, _ = dx.trailing_median_mad(np.abs(kept), diffs, WINDOW, 1, inclusive=True, mad=False)
-    sigmas = np.concatenate([np.zeros(len(values) - len(diffs)), np.nan_to_num(med)]) / (0.6745 * math.sqrt(2))
+    kept = np.abs(np.asarray(s.get("diffs", []), dtype=np.float64))
     if len(values):
         s["last"] = float(values[-1])
         s["diffs"] = np.concatenate([kept, diffs])[-WINDOW:].tolist()
-    return sigmas
+    return kept, diffs
+
+
+def _noise_sigmas(s: dict[str, Any], values: np.ndarray) -> np.ndarray:
+    """Each new value's noise sigma: the median absolute step-to-step difference over the
+    trailing WINDOW differences through it / (0.6745·√2) (robust to trends; 0 before any)."""
+    kept, diffs = _keep_diffs(s, values)
+    med, _ = dx.trailing_median_mad(kept, diffs, WINDOW, 1, inclusive=True, mad=False)
+    return np.concatenate([np.zeros(len(values) - len(diffs)), np.nan_to_num(med)]) / (0.6745 * math.sqrt(2))
 
 
 def _reward_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
     s = state.setdefault("reward_collapse", {})
     steps, values = _finite_points(new, "reward/mean")
     sigmas = _noise_sigmas(s, values)
-    for step, value, sigma in zip(steps.tolist(), values.tolist(), sigmas.tolist(), strict=True):
-        smooth = _Ema.update(s, value, t["smooth_span"])
+    smoothed = _Ema.series(s, values, t["smooth_span"])
+    for step, value, sigma, smooth in zip(
+        steps.tolist(), values.tolist(), sigmas.tolist(), smoothed.tolist(), strict=True
+    ):
         base = s.setdefault("base", [])
         if len(base) < t["baseline_steps"]:
             base.append(value)
@@ -262,26 +276,29 @@ def _reward_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float],
 
 def _entropy_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
     s = state.setdefault("entropy_collapse", {})
-    for step, value in _points(new, "policy/entropy"):
-        if not math.isfinite(value) or s.get("fired"):
-            continue
-        smooth = _Ema.update(s, value, t["smooth_span"])
-        base = s.setdefault("base", [])
-        if len(base) < t["baseline_steps"]:
-            base.append(value)
-            continue
-        baseline = sum(base) / len(base)
-        if baseline > 0 and smooth < t["entropy_collapse_ratio"] * baseline:
-            s["fired"] = True
-            out.add(
-                "entropy_collapse",
-                "entropy_collapse",
-                f"policy/entropy collapsed to {_fmt(smooth)} (smoothed) at step {step}, under "
-                f"{_fmt(t['entropy_collapse_ratio'] * 100)}% of its start ({_fmt(baseline)}): the policy has "
-                "stopped exploring (lower the learning rate, add an entropy bonus or raise the temperature).",
-                step,
-                details={"baseline": baseline, "now": smooth},
-            )
+    if s.get("fired"):
+        return
+    steps, values = _finite_points(new, "policy/entropy")
+    smoothed = _Ema.series(s, values, t["smooth_span"])
+    base = s.setdefault("base", [])
+    need = max(0, math.ceil(t["baseline_steps"]) - len(base))
+    base.extend(values[:need].tolist())
+    if len(base) < t["baseline_steps"]:
+        return
+    baseline = sum(base) / len(base)
+    below = np.flatnonzero(smoothed[need:] < t["entropy_collapse_ratio"] * baseline) + need
+    if baseline > 0 and len(below):
+        step, smooth = int(steps[below[0]]), float(smoothed[below[0]])
+        s["fired"] = True
+        out.add(
+            "entropy_collapse",
+            "entropy_collapse",
+            f"policy/entropy collapsed to {_fmt(smooth)} (smoothed) at step {step}, under "
+            f"{_fmt(t['entropy_collapse_ratio'] * 100)}% of its start ({_fmt(baseline)}): the policy has "
+            "stopped exploring (lower the learning rate, add an entropy bonus or raise the temperature).",
+            step,
+            details={"baseline": baseline, "now": smooth},
+        )
 
 
 def _spikes(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
@@ -368,9 +385,9 @@ def _length_outpaces_reward(new: NewPoints, state: dict[str, Any], t: dict[str, 
     size = int(t["trend_steps"])
     for name, key in (("len", "response_length/mean"), ("rew", "reward/mean")):
         window = s.setdefault(name, [])
-        for step, value in _points(new, key):
-            if math.isfinite(value):
-                _push(window, [step, value], size)
+        key_steps, key_values = _finite_points(new, key)
+        window.extend(zip(key_steps.tolist(), key_values.tolist(), strict=True))
+        del window[: max(0, len(window) - size)]
     rewards = dict((int(a), b) for a, b in s.get("rew", []))
     pairs = [(st, v, rewards[int(st)]) for st, v in s.get("len", []) if int(st) in rewards]
     if len(pairs) < max(10, size * 0.6):
@@ -411,13 +428,11 @@ def _reward_hacking(new: NewPoints, state: dict[str, Any], t: dict[str, float], 
     s = state.setdefault("hacking", {})
     reward = s.setdefault("reward", {})
     trail = s.setdefault("trail", [])  # [step, smoothed reward]
-    for step, value in _points(new, "reward/mean"):
-        if not math.isfinite(value):
-            continue
-        if "last" in reward:
-            _push(reward.setdefault("diffs", []), value - reward["last"])
-        reward["last"] = value
-        _push(trail, [step, _Ema.update(reward, value, t["smooth_span"])], 4 * WINDOW)
+    reward_steps, reward_values = _finite_points(new, "reward/mean")
+    _keep_diffs(reward, reward_values)
+    smoothed = _Ema.series(reward, reward_values, t["smooth_span"])
+    trail.extend(zip(reward_steps.tolist(), smoothed.tolist(), strict=True))
+    del trail[: max(0, len(trail) - 4 * WINDOW)]
     k = int(t["hacking_evals"])
     for key in _eval_keys(new):
         evals = s.setdefault("evals", {}).setdefault(key, [])

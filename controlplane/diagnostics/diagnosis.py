@@ -301,19 +301,24 @@ def _fold_signal(state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping
     window: list[list[float]] = state["signal_window"]
     signal = state.setdefault("signal", {"on": False, "since": None, "mean": None})
     started: list[dict[str, Any]] = []
-    for step, value in zip(s.tolist(), v.tolist(), strict=True):
-        window.append([int(step), float(value)])
-        del window[:-n]
-        if len(window) < n:
-            continue
-        mean = sum(w[1] for w in window) / n
+    kept = window[-n:]
+    steps = np.concatenate([np.asarray([w[0] for w in kept], dtype=np.int64), s])
+    values = np.concatenate([np.asarray([w[1] for w in kept], dtype=np.float64), v])
+    # The mean of the n values through each new one (where n are there), by cumulative sums.
+    sums = np.cumsum(np.concatenate([[0.0], values]))
+    for i in range(max(len(kept), n - 1), len(values)):  # a comparison a step: cheap
+        mean = float(sums[i + 1] - sums[i + 1 - n]) / n
         signal["mean"] = mean
         if signal["on"]:
             if mean < frac / 2:
                 signal["on"], signal["since"] = False, None
         elif mean > frac:
-            signal["on"], signal["since"] = True, int(window[0][0])
-            started.append({"first": int(window[0][0]), "last": int(step), "mean": mean})
+            first = int(steps[i + 1 - n])
+            signal["on"], signal["since"] = True, first
+            started.append({"first": first, "last": int(steps[i]), "mean": mean})
+    state["signal_window"] = [
+        [int(a), float(b)] for a, b in zip(steps[-n:].tolist(), values[-n:].tolist(), strict=True)
+    ]
     return started
 
 

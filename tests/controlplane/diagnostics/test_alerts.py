@@ -362,3 +362,17 @@ def test_a_run_sending_only_undiagnosed_keys_is_not_stalled_until_it_stops(
     (stalled,) = alerts.check_stalled(now + timedelta(minutes=11))
     # Silent since the batch (not since the start, 30 minutes before).
     assert datetime.fromisoformat(stalled.details["last_point_at"]) >= now - timedelta(seconds=1)
+
+
+def test_the_smoothing_continues_across_updates_as_one_pass_over_the_series() -> None:
+    """The debiased EMA (TensorBoard's) computed in chunks, as updates arrive, is the one
+    computed value by value over the whole series."""
+    values = np.random.default_rng(3).normal(1.0, 0.3, 57)
+    a = 2.0 / (10 + 1.0)
+    raw, expected = 0.0, []
+    for n, x in enumerate(values, start=1):
+        raw = (1 - a) * raw + a * x
+        expected.append(raw / (1 - (1 - a) ** n))
+    state: dict[str, Any] = {}
+    chunks = [alerts._Ema.series(state, part, 10) for part in np.split(values, [1, 20, 21, 40])]
+    np.testing.assert_allclose(np.concatenate(chunks), expected, rtol=1e-12)
