@@ -475,9 +475,19 @@ def what_if(means: Mapping[str, float], step: float, faster: str) -> float:
     return trainer_after + wait_after + other
 
 
+def _stave_means(state: Mapping[str, Any]) -> dict[str, float]:
+    """Each stave's seconds per step, over all the run's steps: a stave reported on some steps
+    only (time/checkpoint_s, on checkpoint steps) counts 0 on the others, so its share is what it
+    costs a step on average, as the step time (which includes it where it happened) does."""
+    totals = state["totals"]
+    counts = [t["n"] for key in (STEP, *STAVES.values()) if (t := totals.get(key))]
+    steps = max(counts, default=0)
+    return {name: t["sum"] / steps for name, key in STAVES.items() if (t := totals.get(key)) and t["n"] and steps}
+
+
 def barrel_view(state: Mapping[str, Any]) -> dict[str, Any]:
     step = _mean(state, STEP)
-    means = {name: m for name, key in STAVES.items() if (m := _mean(state, key)) is not None}
+    means = _stave_means(state)
     if not means:
         empty: dict[str, Any] = {"steps": [], "step_s": [], "staves": {}}
         return {"staves": [], "bounding": None, "step_s": step, "what_if": None, "chart": empty}

@@ -45,6 +45,18 @@ def _series(values: dict[str, float], steps: int = 200) -> dict[str, tuple[np.nd
     return {k: (s, np.full(steps, v)) for k, v in values.items()}
 
 
+def test_a_stave_reported_on_some_steps_costs_its_share_of_every_step():
+    """A checkpoint of 20 s every 10th step costs 2 s a step: its mean and share are over all
+    steps (the step time includes it where it happened), not over the steps that reported it."""
+    data = _series(SYNC_TRAINER_BOUND | {"time/step_s": 11.0})
+    s = np.arange(0, 200, 10, dtype=np.int64)
+    data["time/checkpoint_s"] = (s, np.full(len(s), 20.0))
+    view = dx.barrel_view(fold_in_batches(data))
+    checkpoint = next(v for v in view["staves"] if v["name"] == "checkpoint")
+    assert checkpoint["mean_s"] == pytest.approx(2.0) and checkpoint["share"] == pytest.approx(2.0 / 11.0)
+    assert checkpoint["saved_if_2x_s"] == pytest.approx(1.0)
+
+
 def test_a_planted_slow_reward_is_named_and_a_growing_stave_has_a_trend():
     planted = dict(SYNC_TRAINER_BOUND, **{"time/reward_s": 12.0, "idle/trainer_wait_s": 12.2, "time/step_s": 19.0})
     data = _series(planted)
