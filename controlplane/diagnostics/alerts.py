@@ -47,6 +47,11 @@ The detectors, each with the steps it names:
   sigma over the same steps. Once per episode (until the eval rises again). Steps: the first and last eval point of the
   span. (The human score's divergence from the reward is shown on the run's checkpoints,
   controlplane.evals.human.)
+- `human_reward_hacking`: people's scores of the run's checkpoints, in an eval that ranked two
+  or more of them, fell significantly from an earlier checkpoint to a later one while the proxy
+  reward rose (controlplane.evals.human.hacking_warning: the bootstrap covariance of the two
+  scores, at 5 % corrected for the pairs compared). Checked after an eval's ranking is stored
+  (debounced). Once per eval and pair of checkpoints. Steps: the two checkpoints'.
 - `stalled`: a RUNNING run that started over `stalled_minutes` minutes ago that sent no metrics
   batch (of any key) for `stalled_minutes` minutes. Raised again only after points came again.
 """
@@ -70,6 +75,8 @@ from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics.feed import NewPoints, last_points
 from controlplane.diagnostics.models import Alert, AlertSeverity, DiagnosticsSettings
 from controlplane.diagnostics.webhooks import alert_summary, deliver_on_commit
+from controlplane.evals.human import eval_hacking_warnings
+from controlplane.evals.models import Eval
 from controlplane.events import publish_on_commit
 from controlplane.runs.models import Run, RunStatus
 
@@ -108,6 +115,7 @@ KINDS = (
     "no_signal",
     "length_outpaces_reward",
     "reward_hacking",
+    "human_reward_hacking",
     "stalled",
 )
 
@@ -594,6 +602,35 @@ def check_stalled(now: Any = None) -> list[Alert]:
             "deadlocked collective, an engine waiting for resources).",
             None,
             details={"last_point_at": last.isoformat(), "minutes": minutes},
+        )
+        with transaction.atomic():
+            made += raise_alerts(run, raised)
+    return made
+
+
+def check_human_scores(eval_id: int) -> list[Alert]:
+    """Raise `human_reward_hacking` on the eval's runs that warn (evals.human)."""
+    evaluation = Eval.objects.filter(id=eval_id).first()
+    if evaluation is None:
+        return []
+    made: list[Alert] = []
+    for run, warning in eval_hacking_warnings(evaluation):
+        raised = Raised()
+        raised.add(
+            "human_reward_hacking",
+            f"human_reward_hacking:{eval_id}:{warning.earlier.checkpoint}:{warning.later.checkpoint}",
+            warning.message,
+            warning.earlier.step,
+            warning.later.step,
+            details={
+                "eval": eval_id,
+                "earlier": {"checkpoint": warning.earlier.checkpoint, "step": warning.earlier.step},
+                "later": {"checkpoint": warning.later.checkpoint, "step": warning.later.step},
+                "score_drop": warning.score_drop,
+                "drop_interval": [warning.drop_low, warning.drop_high],
+                "reward_rise": warning.reward_rise,
+                "pairs": warning.pairs,
+            },
         )
         with transaction.atomic():
             made += raise_alerts(run, raised)

@@ -17,3 +17,9 @@ class DiagnosticsConfig(AppConfig):
         from controlplane.metrics.signals import points_stored
 
         points_stored.connect(on_points_stored, dispatch_uid="diagnostics.feed")
+
+        # Human scores: a stored eval ranking has its runs checked for reward hacking.
+        from controlplane.diagnostics.tasks import on_ranking_stored
+        from controlplane.evals.signals import ranking_stored
+
+        ranking_stored.connect(on_ranking_stored, dispatch_uid="diagnostics.human_scores")

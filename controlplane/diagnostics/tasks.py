@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import kombu.exceptions
+import redis
 from celery import shared_task
 from django.db import connection, transaction
 from django.utils import timezone
 
-from controlplane.diagnostics import alerts
+from controlplane.diagnostics import alerts, feed
 from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics.feed import NewPoints, pop_pending
 from controlplane.diagnostics.models import RunDiagnosis
@@ -127,3 +129,34 @@ def update_run(run_id: int) -> int:
 def check_stalled() -> int:
     """Raise `stalled` on RUNNING runs whose points stopped coming (alerts.check_stalled)."""
     return len(alerts.check_stalled())
+
+
+# A burst of votes refits the ranking many times: the human-score check runs once per
+# HUMAN_CHECK_DEBOUNCE_S per eval (a Redis SET NX key, as the feed's schedule key).
+HUMAN_CHECK_DEBOUNCE_S = 10
+
+
+def _human_key(eval_id: int) -> str:
+    return f"barrel:diag:human:{eval_id}"
+
+
+def on_ranking_stored(sender: Any, *, eval_id: int, **kwargs: Any) -> None:
+    """An eval's ranking was stored: after commit, schedule the human-score check of its runs."""
+
+    def schedule() -> None:
+        try:
+            if feed._redis().set(_human_key(eval_id), b"1", nx=True, ex=HUMAN_CHECK_DEBOUNCE_S):
+                check_human_scores.apply_async((eval_id,), countdown=HUMAN_CHECK_DEBOUNCE_S)
+        except (kombu.exceptions.OperationalError, redis.exceptions.RedisError, OSError) as exc:
+            logger.warning("eval %s: human-score check not scheduled: %s", eval_id, exc)
+
+    transaction.on_commit(schedule)
+
+
+@shared_task(  # type: ignore[untyped-decorator]
+    name="diagnostics.check_human_scores", soft_time_limit=60, time_limit=120, ignore_result=True
+)
+def check_human_scores(eval_id: int) -> int:
+    """Raise `human_reward_hacking` on each run of the eval whose people's scores fell while its
+    proxy reward rose (alerts.human_reward_hacking); the number raised."""
+    return len(alerts.check_human_scores(eval_id))

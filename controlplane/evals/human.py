@@ -160,13 +160,8 @@ def hacking_warning(ranking: EvalRanking, checkpoints: list[CheckpointScore]) ->
     return None if found is None else found[1]
 
 
-def run_human_eval(*, run: Run, user: Any) -> RunHumanEval:
-    """The run's checkpoints in the eval that ranked most of them, with the proxy reward at each
-    and the reward-hacking warning."""
-    evaluation = _chosen_eval(run, user)
-    if evaluation is None:
-        return RunHumanEval(None, 0, [], None)
-    ranking = ranking_cached(evaluation, with_flagged=False).ranking  # the cache the votes keep current
+def scored_checkpoints(evaluation: Eval, ranking: EvalRanking, run: Run) -> list[CheckpointScore]:
+    """The run's checkpoints that the eval ranked (ascending step), with the proxy reward at each."""
     rows = {row["label"]: row for row in ranking.rows}
     candidates = sorted(
         Candidate.objects.filter(eval=evaluation, run=run, checkpoint__isnull=False).select_related("checkpoint"),
@@ -174,7 +169,7 @@ def run_human_eval(*, run: Run, user: Any) -> RunHumanEval:
     )
     steps = [c.checkpoint.step for c in candidates if c.checkpoint is not None]
     rewards = _window_means(run.id, steps)
-    scored = [
+    return [
         CheckpointScore(
             checkpoint=c.checkpoint.id,
             step=c.checkpoint.step,
@@ -187,6 +182,36 @@ def run_human_eval(*, run: Run, user: Any) -> RunHumanEval:
             proxy_reward=rewards[c.checkpoint.step],
         )
         for c in candidates
-        if c.checkpoint is not None
+        if c.checkpoint is not None and c.label in rows
     ]
+
+
+def run_human_eval(*, run: Run, user: Any) -> RunHumanEval:
+    """The run's checkpoints in the eval that ranked most of them, with the proxy reward at each
+    and the reward-hacking warning."""
+    evaluation = _chosen_eval(run, user)
+    if evaluation is None:
+        return RunHumanEval(None, 0, [], None)
+    ranking = ranking_cached(evaluation, with_flagged=False).ranking  # the cache the votes keep current
+    scored = scored_checkpoints(evaluation, ranking, run)
     return RunHumanEval(evaluation, ranking.votes, scored, hacking_warning(ranking, scored))
+
+
+def eval_hacking_warnings(evaluation: Eval) -> list[tuple[Run, HackingWarning]]:
+    """Each run with two or more checkpoints in the eval whose people's scores fell while its
+    proxy reward rose (hacking_warning), from the eval's current ranking."""
+    runs = Run.objects.filter(
+        id__in=Candidate.objects.filter(eval=evaluation, checkpoint__isnull=False)
+        .values("run_id")
+        .annotate(n=Count("checkpoint", distinct=True))
+        .filter(n__gte=2)
+        .values("run_id")
+    ).select_related("project")
+    found: list[tuple[Run, HackingWarning]] = []
+    ranking: EvalRanking | None = None
+    for run in runs.order_by("id"):
+        ranking = ranking or ranking_cached(evaluation, with_flagged=False).ranking
+        warning = hacking_warning(ranking, scored_checkpoints(evaluation, ranking, run))
+        if warning is not None:
+            found.append((run, warning))
+    return found

@@ -51,6 +51,7 @@ from controlplane.evals.ranking import (
     ranking_strengths,
 )
 from controlplane.evals.selectors import eval_vote_arrays, eval_vote_version
+from controlplane.evals.signals import ranking_stored
 
 logger = logging.getLogger(__name__)
 
@@ -155,14 +156,14 @@ def _locked_snapshot(eval_id: int, ranking: EvalRanking, version: Version) -> tu
 def _store_ranking(eval_id: int, version: Version, ranking: EvalRanking) -> RankingSnapshot | None:
     """Store the ranking unless the snapshot holds a newer one; the snapshot when stored."""
     snapshot, created = _locked_snapshot(eval_id, ranking, version)
-    if created:
-        return snapshot
-    if not _replaces(_ranking_version(snapshot), version, eval_id):
-        return None
-    snapshot.votes, snapshot.last_vote = version
-    snapshot.ranking = dataclasses.asdict(ranking)
-    snapshot.computed_at = timezone.now()
-    snapshot.save(update_fields=["votes", "last_vote", "ranking", "computed_at"])
+    if not created:
+        if not _replaces(_ranking_version(snapshot), version, eval_id):
+            return None
+        snapshot.votes, snapshot.last_vote = version
+        snapshot.ranking = dataclasses.asdict(ranking)
+        snapshot.computed_at = timezone.now()
+        snapshot.save(update_fields=["votes", "last_vote", "ranking", "computed_at"])
+    ranking_stored.send(sender=RankingSnapshot, eval_id=eval_id)
     return snapshot
 
 

@@ -2042,10 +2042,11 @@ export interface components {
          *     * `no_signal` - no_signal
          *     * `length_outpaces_reward` - length_outpaces_reward
          *     * `reward_hacking` - reward_hacking
+         *     * `human_reward_hacking` - human_reward_hacking
          *     * `stalled` - stalled
          * @enum {string}
          */
-        MutedEnum: "nan_inf" | "reward_collapse" | "entropy_collapse" | "kl_spike" | "engine_mismatch" | "sandbox_failures" | "no_signal" | "length_outpaces_reward" | "reward_hacking" | "stalled";
+        MutedEnum: "nan_inf" | "reward_collapse" | "entropy_collapse" | "kl_spike" | "engine_mismatch" | "sandbox_failures" | "no_signal" | "length_outpaces_reward" | "reward_hacking" | "human_reward_hacking" | "stalled";
         /** @enum {string} */
         NameEnum: "arithmetic";
         /** @enum {unknown} */
@@ -5778,7 +5779,7 @@ export interface operations {
                 /** @description Only acknowledged alerts, or only not */
                 acknowledged?: "true" | "false";
                 /** @description Only alerts of these kinds (repeat the parameter for several) */
-                kind?: "nan_inf" | "reward_collapse" | "entropy_collapse" | "kl_spike" | "engine_mismatch" | "sandbox_failures" | "no_signal" | "length_outpaces_reward" | "reward_hacking" | "stalled";
+                kind?: "nan_inf" | "reward_collapse" | "entropy_collapse" | "kl_spike" | "engine_mismatch" | "sandbox_failures" | "no_signal" | "length_outpaces_reward" | "reward_hacking" | "human_reward_hacking" | "stalled";
                 /** @description Number of results to return per page. */
                 limit?: number;
                 /** @description The initial index from which to return the results. */
@@ -7664,7 +7665,7 @@ export interface operations {
                 /** @description Only acknowledged alerts, or only not */
                 acknowledged?: "true" | "false";
                 /** @description Only alerts of these kinds (repeat the parameter for several) */
-                kind?: "nan_inf" | "reward_collapse" | "entropy_collapse" | "kl_spike" | "engine_mismatch" | "sandbox_failures" | "no_signal" | "length_outpaces_reward" | "reward_hacking" | "stalled";
+                kind?: "nan_inf" | "reward_collapse" | "entropy_collapse" | "kl_spike" | "engine_mismatch" | "sandbox_failures" | "no_signal" | "length_outpaces_reward" | "reward_hacking" | "human_reward_hacking" | "stalled";
                 /** @description Number of results to return per page. */
                 limit?: number;
                 /** @description The initial index from which to return the results. */

@@ -18,15 +18,18 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane.diagnostics import alerts, feed
+from controlplane.diagnostics import alerts, feed, tasks
 from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics.feed import NewPoints
 from controlplane.diagnostics.models import Alert, DiagnosticsSettings, RunDiagnosis
 from controlplane.diagnostics.webhooks import deliver_alert
+from controlplane.evals.models import RankingSnapshot
+from controlplane.evals.refresh import ranking_cached
 from controlplane.runs.models import Run, RunStatus
 from controlplane.teams.models import Project
 from tests.conftest import Persona
 from tests.controlplane.diagnostics.test_diagnosis_api import batch, ingest
+from tests.controlplane.evals.test_human import evaluated, trained_run
 
 STEPS = 200
 
@@ -376,3 +379,28 @@ def test_the_smoothing_continues_across_updates_as_one_pass_over_the_series() ->
     state: dict[str, Any] = {}
     chunks = [alerts._Ema.series(state, part, 10) for part in np.split(values, [1, 20, 21, 40])]
     np.testing.assert_allclose(np.concatenate(chunks), expected, rtol=1e-12)
+
+
+# ------------------------------------------------------------------ human scores
+
+
+def test_people_scoring_later_checkpoints_lower_while_reward_rises_raises_an_alert_once(
+    owner: Persona, project: Project, eager: None, django_capture_on_commit_callbacks: Any
+) -> None:
+    """A stored eval ranking schedules the human-score check (after commit, debounced): the run
+    whose people's scores fell while its reward rose gets one alert naming the two checkpoints;
+    a run people like better as it trains gets none."""
+    hacked, hacked_ids = trained_run(owner, project, "hacked")
+    honest, honest_ids = trained_run(owner, project, "honest")
+    evaluation = evaluated(owner, project, hacked, hacked_ids, later_is_better=False)
+    other = evaluated(owner, project, honest, honest_ids, later_is_better=True)
+    feed._redis().delete(tasks._human_key(evaluation.id))
+    RankingSnapshot.objects.filter(eval=evaluation).delete()  # the votes' own refits ran uncommitted here
+    with django_capture_on_commit_callbacks(execute=True):  # the ranking stored: the check runs (eager)
+        ranking_cached(evaluation, with_flagged=False)
+    (alert,) = Alert.objects.filter(kind="human_reward_hacking")
+    assert alert.run_id == hacked.id and (alert.first_step, alert.last_step) == (100, 300)
+    assert "people scored the later checkpoint" in alert.message
+    assert alert.details["eval"] == evaluation.id and alert.details["later"]["checkpoint"] == hacked_ids[300]
+    assert alerts.check_human_scores(evaluation.id) == []  # the same pair: once
+    assert alerts.check_human_scores(other.id) == [] and not Alert.objects.filter(run=honest).exists()

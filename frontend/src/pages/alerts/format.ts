@@ -10,11 +10,12 @@ export const KIND_LABELS: Record<AlertKind, string> = {
   reward_collapse: "reward collapse",
   entropy_collapse: "entropy collapse",
   kl_spike: "KL spike",
-  engine_mismatch: "engine mismatch spike",
+  engine_mismatch: "engine mismatch",
   sandbox_failures: "sandbox failure spike",
   no_signal: "no learning signal",
   length_outpaces_reward: "length outpacing reward",
   reward_hacking: "reward hacking (held-out eval falling)",
+  human_reward_hacking: "reward hacking (people's scores falling)",
   stalled: "stalled run",
 };
 
