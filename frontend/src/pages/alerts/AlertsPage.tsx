@@ -9,7 +9,7 @@ import { PAGE_SIZE, useAcknowledgeAlert, useTeamAlerts } from "./api";
 
 type Acknowledge = ReturnType<typeof useAcknowledgeAlert>;
 import { KINDS, filtersFrom, kindLabel } from "./format";
-import { useTeamListState } from "./teamPage";
+import { useTeamListState } from "../../components/teamListState";
 import "./alerts.css";
 
 /** /alerts: the alert feed of the caller's first team (the feed's own picker switches). */

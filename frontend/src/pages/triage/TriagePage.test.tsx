@@ -1,4 +1,5 @@
 import { cleanup, fireEvent, screen, waitFor, within } from "@testing-library/react";
+import { Route, Routes } from "react-router";
 import { afterEach, describe, expect, it, vi } from "vitest";
 
 import { errorResponse, jsonResponse, never, stubApi } from "../../test/api";
@@ -107,6 +108,44 @@ describe("the triage page", () => {
     fireEvent.change(screen.getByTestId("fault-filter"), { target: { value: "workload" } });
     await screen.findByText("No failure signatures match these filters.");
     expect(api.calls.some((c) => c.includes("/teams/1/failures?fault=workload"))).toBe(true);
+  });
+
+  it("says so when no signature was fixed in the weeks shown, instead of an empty strip", async () => {
+    stubApi({
+      "GET /api/v1/teams": () => TEAMS,
+      "GET /api/v1/teams/1/failures": () => page([signature()]),
+      "GET /api/v1/teams/1/failures/fixed-per-week": () => WEEKS.map((w) => ({ ...w, fixed: 0 })),
+    });
+    renderPage(<TriagePage />, { path: "/teams/1/failures", route: "/teams/:id/failures" });
+    const figure = await screen.findByTestId("fixed-per-week");
+    await waitFor(() => expect(figure.textContent).toBe(`No signature marked fixed in the last ${WEEKS.length} weeks.`));
+    expect(figure.querySelector("rect")).toBeNull();
+  });
+
+  it("switching team starts from the first page and never shows the other team's failures", async () => {
+    const two = { ...TEAMS, count: 2, results: [...TEAMS.results, { ...TEAMS.results[0]!, id: 2, slug: "ops", name: "Ops" }] };
+    const many = (id: number) => ({ count: 120, next: null, previous: null, results: [signature({ id })] });
+    const team2 = never();
+    const api = stubApi({
+      "GET /api/v1/teams": () => two,
+      "GET /api/v1/teams/1/failures": (url) => many(100 + Number(url.searchParams.get("offset"))),
+      "GET /api/v1/teams/1/failures/fixed-per-week": () => WEEKS,
+      "GET /api/v1/teams/2/failures": () => team2,
+      "GET /api/v1/teams/2/failures/fixed-per-week": () => WEEKS,
+    });
+    const app = (
+      <Routes>
+        <Route path="/teams/:id/failures" element={<TriagePage />} />
+      </Routes>
+    );
+    renderPage(app, { path: "/teams/1/failures", route: "*" });
+    await screen.findByTestId("signature-row-100");
+    fireEvent.click(screen.getByRole("button", { name: /next/i }));
+    await screen.findByTestId("signature-row-150");
+    fireEvent.change(await screen.findByTestId("team-picker"), { target: { value: "2" } });
+    await waitFor(() => expect(screen.getByRole("heading").textContent).toBe("Failures of Ops"));
+    expect(screen.queryByTestId("signature-row-150")).toBeNull(); // team 1's page is not shown as team 2's
+    await waitFor(() => expect(api.calls.some((c) => c.startsWith("GET /api/v1/teams/2/failures?limit=50&offset=0"))).toBe(true));
   });
 
   it("shows loading, then the error", async () => {

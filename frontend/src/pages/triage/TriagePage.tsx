@@ -1,9 +1,9 @@
-import { Link, Navigate, useNavigate, useParams, useSearchParams } from "react-router";
-import { useState } from "react";
+import { Link, Navigate, useNavigate } from "react-router";
 
 import { useTeams } from "../../api/hooks";
 import { ErrorBox } from "../../components/ErrorBox";
 import { TableState } from "../../components/TableState";
+import { useTeamListState } from "../../components/teamListState";
 import { formatDateTime } from "../../format";
 import { PAGE_SIZE, useFixedPerWeek, useTeamFailures, type TriageFilters } from "./api";
 import { FaultBadge, FixBadge } from "./badges";
@@ -29,6 +29,13 @@ function FixedPerWeek({ teamId }: { teamId: number }) {
   const data = weeks.data;
   const first = data[0];
   const last = data[data.length - 1];
+  if (fixedTotal(data) === 0) {
+    return (
+      <p className="muted small" data-testid="fixed-per-week">
+        No signature marked fixed in the last {data.length} weeks.
+      </p>
+    );
+  }
   return (
     <figure data-testid="fixed-per-week">
       <figcaption>
@@ -49,24 +56,12 @@ function FixedPerWeek({ teamId }: { teamId: number }) {
 
 /** A team's failures grouped by signature: infra faults first, the most frequent on top. */
 export function TriagePage() {
-  const teamId = Number(useParams().id);
-  const [params, setParams] = useSearchParams();
+  const { teamId, teams, team, filters, offset, setOffset, setFilter: filterSetter } = useTeamListState(filtersFrom);
   const navigate = useNavigate();
-  const filters = filtersFrom(params);
-  const [offset, setOffset] = useState(0);
-  const teams = useTeams();
   const signatures = useTeamFailures(teamId, filters, offset);
-  const team = teams.data?.results.find((t) => t.id === teamId);
   const results = signatures.data?.results ?? [];
   const total = signatures.data?.count ?? 0;
-
-  const setFilter = (name: keyof TriageFilters, value: string) => {
-    const next = new URLSearchParams(params);
-    if (value) next.set(name, value);
-    else next.delete(name);
-    setOffset(0);
-    setParams(next, { replace: true });
-  };
+  const setFilter = (name: keyof TriageFilters, value: string) => filterSetter(name)(value);
 
   return (
     <section>

@@ -2,7 +2,7 @@
  * The triage pages' API: wire types, query keys and one hook per operation. Kept beside the
  * pages (as the chat's): nothing else uses them, and the shared api/ files stay small to merge.
  */
-import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 
 import { apiRequest } from "../../api/client";
 import type { components } from "../../api/schema.gen";
@@ -44,7 +44,8 @@ export function useTeamFailures(teamId: number, filters: TriageFilters, offset: 
         query: { fault: filters.fault, fixed: filters.fixed, limit: PAGE_SIZE, offset },
         signal,
       }),
-    placeholderData: keepPreviousData,
+    // The previous page stays while the next loads, but never another team's failures.
+    placeholderData: (previous, query) => (query?.queryKey[1] === teamId ? previous : undefined),
     // Failures are filed by a task as runs fail: the list keeps up without a socket of its own.
     refetchInterval: LIST_REFETCH_MS,
   });

@@ -1,12 +1,12 @@
 /**
- * The state of a team's list page (the alert feed; the failures page has the same shape): the
+ * The state of a team's list page (the alert feed, the failures page): the
  * team from the path, filters kept in the query string, and the server page's offset, which a
  * change of filter or of team takes back to the first page.
  */
 import { useState } from "react";
 import { useParams, useSearchParams } from "react-router";
 
-import { useTeams } from "../../api/hooks";
+import { useTeams } from "../api/hooks";
 
 export function useTeamListState<F extends object>(parse: (params: URLSearchParams) => F) {
   const teamId = Number(useParams().id);
