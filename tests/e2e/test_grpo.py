@@ -92,6 +92,20 @@ def series(live: Live, run_id: int) -> dict[str, dict[int, float]]:
     return {s["key"]: dict(zip(s["step"], s["last"], strict=True)) for s in body["series"]}
 
 
+def diagnosis(live: Live, run_id: int, timeout: float = 30) -> dict[str, Any]:
+    """The run's diagnosis once the stack's own updater (Celery, debounced) has folded in its
+    last reported step."""
+    with live.client() as c:
+        keys = c.get(f"/api/v1/runs/{run_id}/metrics/keys").json()["keys"]
+        last = max(k["last_step"] for k in keys if k["key"] == "time/step_s")
+        deadline = time.monotonic() + timeout
+        while True:
+            body: dict[str, Any] = c.get(f"/api/v1/runs/{run_id}/diagnosis").json()
+            if (body["last_step"] or -1) >= last or time.monotonic() > deadline:
+                return body
+            time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def sync_run(live: Live, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A finished sync run with checkpoints at steps 2, 4 and 5."""
@@ -213,16 +227,49 @@ def test_async_staleness_is_positive_and_bounded_and_stale_groups_are_dropped(li
     # float32 trainer then differ only in summation order. Recomputing on a neighbouring version
     # (an off-by-one) would put the lag into engine_kl, orders of magnitude above this bound.
     assert max(points["mismatch/engine_kl"].values()) < 1e-9
+    # The diagnosis says so: the mismatch is the lag's, and the float32 engine is not flagged.
+    mismatch = diagnosis(live, done["id"])["mismatch"]
+    assert mismatch["attributed_to"] == "lag" and not mismatch["flagged"], mismatch
 
 
-def test_engine_kl_attributes_a_bf16_rollout_engine(live: Live, tmp_path: Path):
-    done = run_grpo(live, config(tmp_path, steps=3, rollout__dtype="bfloat16", eval__every=0))
+def test_a_bf16_engine_is_flagged_and_a_slowed_reward_is_named_bounding(live: Live, tmp_path: Path):
+    """One run, two planted causes: a bfloat16 rollout engine (against the float32 trainer) and
+    reward workers that sleep 1 s a chunk (reward.delay_s). The diagnosis attributes the mismatch
+    to the engine and flags its steps, and names reward the stave that bounds the step."""
+    cfg = config(tmp_path, steps=3, rollout__dtype="bfloat16", eval__every=0, reward__delay_s=1.0)
+    with live.client() as c:
+        projects = c.get("/api/v1/projects", params={"limit": 500}).json()["results"]
+        found_project = [p["id"] for p in projects if p["name"] == "e2e" and p["team"]["slug"] == "lab"]
+        project = (
+            found_project[0]
+            if found_project
+            else c.post("/api/v1/projects", json={"team": "lab", "name": "e2e"}).json()["id"]
+        )
+        settings = f"/api/v1/projects/{project}/diagnostics-settings"
+        before = c.get(settings).json()["thresholds"]
+        # This tiny model's bfloat16 gap is ~5e-6 nats a token (a real LLM's, ~1e-3, the default
+        # threshold); its float32 engine's is under 1e-9 (the async test): the project's threshold
+        # sits between them, as a team sets it for its model.
+        assert c.patch(settings, json={"thresholds": {**before, "engine_kl_threshold": 1e-6}}).status_code == 200
+        try:
+            done = run_grpo(live, cfg)
+            found = diagnosis(live, done["id"])
+        finally:
+            assert c.patch(settings, json={"thresholds": before}).status_code == 200
     assert done["status"] == "SUCCEEDED", done["failure_reason"] + done["log_tail"]
     points = series(live, done["id"])
     engine_kl = list(points["mismatch/engine_kl"].values())
     assert min(engine_kl) > 1e-7, engine_kl
     # Same weights, on-policy: the whole mismatch is the engine's, none of it is lag.
     assert set(points["mismatch/lag_kl"].values()) == {0.0}
+    mismatch, barrel = found["mismatch"], found["barrel"]
+    assert mismatch["attributed_to"] == "engine", mismatch
+    assert mismatch["threshold"] == 1e-6 and mismatch["flagged"], mismatch
+    assert {f["step"] for f in mismatch["flags"]} == set(points["mismatch/engine_kl"]), mismatch
+    with live.client() as c:  # and its alert, once for the episode, naming the first step
+        raised = c.get(f"/api/v1/runs/{done['id']}/alerts", params={"kind": "engine_mismatch"}).json()["results"]
+    assert [a["first_step"] for a in raised] == [min(points["mismatch/engine_kl"])], raised
+    assert barrel["bounding"] == "reward", barrel["staves"]
 
 
 def test_a_resumed_run_continues_from_its_checkpoint_with_the_same_state(live: Live, tmp_path: Path):

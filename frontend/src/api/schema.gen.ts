@@ -437,7 +437,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A run group's scorecard: each run's, and their mean, min and max */
+        /** A run group's scorecard (each run's, and their mean, min and max) and barrel view (per stave) */
         get: operations["groups_scorecard_retrieve"];
         put?: never;
         post?: never;
@@ -1815,6 +1815,17 @@ export interface components {
             engine?: components["schemas"]["GenerationEngineEnum"];
             device?: components["schemas"]["DeviceEnum"];
         };
+        GroupBarrel: {
+            /** @description Runs with stave data (the figures are over them). */
+            runs: number;
+            /** @description Runs left out: no stave reported yet. */
+            runs_without_staves: number;
+            /** @description The stave bounding most runs, a tie going to the larger mean saved_if_2x_s; null when none bounds. */
+            bounding: string | null;
+            /** @description Runs the group's bounding stave bounds. */
+            bounded_runs: number;
+            staves: components["schemas"]["GroupStave"][];
+        };
         GroupCreateRequest: {
             /** @description Project id, or 'team-slug/project-name'. */
             project: number | string;
@@ -1844,6 +1855,26 @@ export interface components {
             summary: {
                 [key: string]: components["schemas"]["Summary"];
             };
+            /** @description The runs' barrel views summarised, per stave. */
+            barrel: components["schemas"]["GroupBarrel"];
+        };
+        GroupStave: {
+            /** @description The stave, as in a run's barrel view. */
+            name: string;
+            /** @description producer, trainer or idle, as in a run's barrel view. */
+            kind: string;
+            /** @description Runs that have the stave; the figures below are over them. */
+            runs: number;
+            /** @description Mean over those runs of the stave's mean seconds per step. */
+            mean_s: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Mean over those runs of the stave's share of the step. */
+            mean_share: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            min_share: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            max_share: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Mean over those runs of saved_if_2x_s (breaks ties for bounding). */
+            mean_saved_if_2x_s: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Runs whose bounding stave this is. */
+            bounds: number;
         };
         GroupSummaryOut: {
             /** @description Runs with a value. */
@@ -2760,6 +2791,12 @@ export interface components {
              * @default 0.25
              */
             num_cpus: number;
+            /**
+             * Delay S
+             * @description Seconds each reward worker sleeps per chunk before scoring it: a slow verifier or reward model, simulated (the reward stave slows; diagnostics name it, capacity tests use it).
+             * @default 0
+             */
+            delay_s: number;
         };
         /** RolloutConfig */
         RecipeRolloutConfig: {

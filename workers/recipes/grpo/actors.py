@@ -123,8 +123,10 @@ class RewardWorker:
         weights: dict[str, float],
         threads: int,
         tiny: dict[str, Any] | None = None,
+        delay_s: float = 0.0,
     ) -> None:
         _setup_process(threads)
+        self.delay_s = delay_s
         model_path = materialise(model_path, tiny)
         from transformers import AutoTokenizer
 
@@ -140,6 +142,8 @@ class RewardWorker:
 
     def score(self, chunk: RolloutChunk) -> ScoredChunk:
         started = time.perf_counter()
+        if self.delay_s:
+            time.sleep(self.delay_s)  # the reward.delay_s knob: a slow verifier, simulated
         errors = 0
         out: list[list[ScoredSample]] = []
         for prompt_id, group in zip(chunk.prompt_ids, chunk.groups, strict=True):

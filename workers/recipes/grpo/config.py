@@ -111,6 +111,13 @@ class RewardConfig(_Section):
         description="Weight of each reward function in the reward; every function is reported as reward/<name>/mean.",
     )
     num_cpus: float = Field(default=0.25, ge=0.0, le=512, description="Ray CPUs reserved per reward actor.")
+    delay_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=600.0,
+        description="Seconds each reward worker sleeps per chunk before scoring it: a slow verifier or reward "
+        "model, simulated (the reward stave slows; diagnostics name it, capacity tests use it).",
+    )
 
 
 class AlgorithmConfig(_Section):

@@ -138,7 +138,12 @@ def start_actors(
     ]
     reward = [
         reward_cls.options(**plan.reward.options()).remote(
-            task=task, model_path=model_path, weights=config.reward.weights, threads=1, tiny=tiny
+            task=task,
+            model_path=model_path,
+            weights=config.reward.weights,
+            threads=1,
+            tiny=tiny,
+            delay_s=config.reward.delay_s,
         )
         for _ in range(config.reward.workers)
     ]
