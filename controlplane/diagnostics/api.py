@@ -192,11 +192,35 @@ class SummarySerializer(serializers.Serializer[Any]):
     runs = serializers.IntegerField(help_text="Runs that have the figure.")
 
 
+class GroupStaveSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(help_text="The stave, as in a run's barrel view.")
+    kind = serializers.CharField(help_text="producer, trainer or idle, as in a run's barrel view.")
+    runs = serializers.IntegerField(help_text="Runs that have the stave; the figures below are over them.")
+    mean_s = Float(help_text="Mean over those runs of the stave's mean seconds per step.")
+    mean_share = Float(allow_null=True, help_text="Mean over those runs of the stave's share of the step.")
+    min_share = Float(allow_null=True)
+    max_share = Float(allow_null=True)
+    mean_saved_if_2x_s = Float(help_text="Mean over those runs of saved_if_2x_s (breaks ties for bounding).")
+    bounds = serializers.IntegerField(help_text="Runs whose bounding stave this is.")
+
+
+class GroupBarrelSerializer(serializers.Serializer[Any]):
+    runs = serializers.IntegerField(help_text="Runs with stave data (the figures are over them).")
+    runs_without_staves = serializers.IntegerField(help_text="Runs left out: no stave reported yet.")
+    bounding = serializers.CharField(
+        allow_null=True,
+        help_text="The stave bounding most runs, a tie going to the larger mean saved_if_2x_s; null when none bounds.",
+    )
+    bounded_runs = serializers.IntegerField(help_text="Runs the group's bounding stave bounds.")
+    staves = GroupStaveSerializer(many=True)
+
+
 class GroupScorecardSerializer(serializers.Serializer[Any]):
     group = serializers.IntegerField()
     target_reward = Float(allow_null=True)
     runs = GroupRunScoreSerializer(many=True)
     summary = serializers.DictField(child=SummarySerializer())
+    barrel = GroupBarrelSerializer(help_text="The runs' barrel views summarised, per stave.")
 
 
 TARGET = OpenApiParameter(
@@ -256,7 +280,7 @@ class GroupScorecardView(APIView):
     @extend_schema(
         parameters=[TARGET],
         responses={200: GroupScorecardSerializer},
-        summary="A run group's scorecard: each run's, and their mean, min and max",
+        summary="A run group's scorecard (each run's, and their mean, min and max) and barrel view (per stave)",
     )
     def get(self, request: Request, group_id: int) -> Response:
         group = groups.groups_visible_to(request.user).filter(id=group_id).first()
@@ -274,16 +298,19 @@ class GroupScorecardView(APIView):
             target = target_reward(runs[0])
         rows: list[dict[str, Any]] = []
         cards: list[dict[str, Any]] = []
+        views: list[dict[str, Any]] = []
         for run in runs:
             diagnosis = found.get(run.id)
             state = dx.unpack(diagnosis.packed if diagnosis is not None else None)
             cpus, gpus = state.get("resources") or run_resources(run)
             cards.append(dx.scorecard(state, cpus=cpus, gpus=gpus, target=target))
+            views.append(dx.barrel_view(state))
             rows.append({"run": run.id, "name": run.name, "scorecard": cards[-1]})
         body = {
             "group": group.id,
             "target_reward": target,
             "runs": rows,
             "summary": dx.group_scorecard(cards),
+            "barrel": dx.group_barrel(views),
         }
         return Response(GroupScorecardSerializer(body).data)

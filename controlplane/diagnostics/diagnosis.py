@@ -727,3 +727,50 @@ def group_scorecard(cards: list[dict[str, Any]]) -> dict[str, dict[str, float | 
             "runs": len(values),
         }
     return out
+
+
+def group_barrel(views: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs' barrel views (barrel_view) summarised: per stave, over the runs that have it, the
+    mean share (min and max beside it), the mean seconds per step and the mean saved_if_2x_s, how
+    many runs have it and how many it bounds; the group's bounding stave is the one bounding most
+    runs, a tie going to the larger mean saved_if_2x_s (then to the stave order). A run without
+    stave data is left out and counted in runs_without_staves."""
+    with_staves = [v for v in views if v.get("staves")]
+    seen: dict[str, list[Mapping[str, Any]]] = {}
+    for view in with_staves:
+        for stave in view["staves"]:
+            seen.setdefault(stave["name"], []).append(stave)
+    bounds: dict[str, int] = {}
+    for view in with_staves:
+        if view.get("bounding"):
+            bounds[view["bounding"]] = bounds.get(view["bounding"], 0) + 1
+    staves = []
+    for name in (*STAVES, *sorted(set(seen) - set(STAVES))):
+        if name not in seen:
+            continue
+        rows = seen[name]
+        shares = [float(s["share"]) for s in rows if s.get("share") is not None]
+        staves.append(
+            {
+                "name": name,
+                "kind": rows[0]["kind"],
+                "runs": len(rows),
+                "mean_s": float(np.mean([s["mean_s"] for s in rows])),
+                "mean_share": float(np.mean(shares)) if shares else None,
+                "min_share": min(shares) if shares else None,
+                "max_share": max(shares) if shares else None,
+                "mean_saved_if_2x_s": float(np.mean([s["saved_if_2x_s"] for s in rows])),
+                "bounds": bounds.get(name, 0),
+            }
+        )
+    # max() keeps the first of equals, so a full tie goes to the earlier stave in STAVES order.
+    bounding = max(
+        (s for s in staves if s["bounds"]), key=lambda s: (s["bounds"], s["mean_saved_if_2x_s"]), default=None
+    )
+    return {
+        "runs": len(with_staves),
+        "runs_without_staves": len(views) - len(with_staves),
+        "bounding": bounding["name"] if bounding else None,
+        "bounded_runs": bounding["bounds"] if bounding else 0,
+        "staves": staves,
+    }

@@ -231,3 +231,62 @@ def test_trailing_median_and_mad_match_the_window_computed_point_by_point(kept_n
             assert medians[i] == np.median(window)
             assert mads[i] == np.median(np.abs(window - np.median(window)))
         history.append(value)
+
+
+REWARD_BOUND = dict(SYNC_TRAINER_BOUND, **{"time/reward_s": 12.0, "idle/trainer_wait_s": 12.2, "time/step_s": 19.0})
+
+
+def test_group_barrel_names_the_stave_bounding_most_runs_and_averages_the_shares():
+    train_bound = dx.barrel_view(fold_in_batches(_series(SYNC_TRAINER_BOUND)))
+    slow_train = dx.barrel_view(fold_in_batches(_series(SYNC_TRAINER_BOUND | {"time/train_s": 8.0})))
+    reward_bound = dx.barrel_view(fold_in_batches(_series(REWARD_BOUND)))
+    empty = dx.barrel_view(dx.new_state())
+    assert (train_bound["bounding"], slow_train["bounding"], reward_bound["bounding"]) == ("train", "train", "reward")
+
+    group = dx.group_barrel([train_bound, empty, reward_bound, slow_train])
+    assert group["bounding"] == "train" and group["bounded_runs"] == 2
+    assert (group["runs"], group["runs_without_staves"]) == (3, 1)
+    staves = {s["name"]: s for s in group["staves"]}
+    assert [s["name"] for s in group["staves"]] == [
+        "rollout",
+        "reward",
+        "old_logprob",
+        "train",
+        "weight_sync",
+        "trainer_wait",
+    ]
+    assert {name: s["bounds"] for name, s in staves.items() if s["bounds"]} == {"train": 2, "reward": 1}
+    train = staves["train"]
+    # The slow-train run's step stays 9 s but its serial part (0.5 + 8 + 0.3 + 2.2) is 11 s.
+    assert train["runs"] == 3
+    assert train["mean_share"] == pytest.approx((6 / 9 + 8 / 11 + 6 / 19) / 3)
+    assert (train["min_share"], train["max_share"]) == (pytest.approx(6 / 19), pytest.approx(8 / 11))
+    assert train["mean_s"] == pytest.approx((6 + 8 + 6) / 3)
+    reward = staves["reward"]
+    assert reward["mean_share"] == pytest.approx((1 / 9 + 1 / 11 + 12 / 19) / 3)
+    assert reward["mean_s"] == pytest.approx((1 + 1 + 12) / 3)
+    assert staves["trainer_wait"]["kind"] == "idle" and staves["trainer_wait"]["bounds"] == 0
+
+
+def _view(bounding: str, **saved: float) -> dict:
+    staves = [
+        {"name": name, "kind": "trainer" if name == "train" else "producer", "mean_s": 1.0, "share": 0.5}
+        | {"saved_if_2x_s": s}
+        for name, s in saved.items()
+    ]
+    return {"staves": staves, "bounding": bounding}
+
+
+def test_group_barrel_breaks_a_tie_by_the_larger_mean_saving_whatever_the_run_order():
+    runs = [_view("train", train=0.5, reward=0.1), _view("reward", train=0.2, reward=2.0)]
+    for views in (runs, runs[::-1]):
+        group = dx.group_barrel(views)
+        assert group["bounding"] == "reward" and group["bounded_runs"] == 1
+        saved = {s["name"]: s["mean_saved_if_2x_s"] for s in group["staves"]}
+        assert saved == {"reward": pytest.approx(1.05), "train": pytest.approx(0.35)}
+
+
+def test_group_barrel_of_runs_without_staves_has_no_bounding_stave():
+    group = dx.group_barrel([dx.barrel_view(dx.new_state())] * 2)
+    assert group == {"runs": 0, "runs_without_staves": 2, "bounding": None, "bounded_runs": 0, "staves": []}
+    assert dx.group_barrel([])["runs_without_staves"] == 0

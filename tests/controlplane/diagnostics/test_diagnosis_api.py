@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics import feed
 from controlplane.diagnostics.models import DiagnosticsSettings, RunDiagnosis
@@ -138,3 +141,56 @@ def test_group_scorecard_summarises_its_runs(
     assert body["target_reward"] == 0.5
     tps = body["summary"]["tokens_per_s"]
     assert (tps["min"], tps["max"], tps["mean"], tps["runs"]) == (100.0, 300.0, 200.0, 2)
+
+
+REWARD_BOUND = TRAIN_BOUND | {"time/reward_s": 12.0, "idle/trainer_wait_s": 12.2, "time/step_s": 19.0}
+
+
+def test_group_scorecard_summarises_the_runs_barrels_in_a_fixed_number_of_queries(
+    run: Run, owner: Persona, project: Project, django_capture_on_commit_callbacks: Any
+) -> None:
+    DiagnosticsSettings.objects.create(project=project, thresholds={"target_reward": 0.5})
+    more = [
+        run_services.run_submit(user=owner.user, project=project.id, recipe="smoke", config={"steps": 3})
+        for _ in range(3)
+    ]
+    planted = ((run, TRAIN_BOUND), (more[0], TRAIN_BOUND | {"time/train_s": 8.0}), (more[1], REWARD_BOUND))
+    for r, values in planted:
+        clear_feed(r.id)
+        ingest(r, django_capture_on_commit_callbacks, batch(0, 10, values))
+    # more[2] reports nothing: it has no diagnosis, and is left out of the barrel and counted.
+    alone = groups.group_create(user=owner.user, project=project.id, name="one", run_ids=[run.id])
+    group = groups.group_create(user=owner.user, project=project.id, name="g", run_ids=[run.id, *(r.id for r in more)])
+
+    def scorecard(group_id: int) -> tuple[dict[str, Any], int]:
+        with CaptureQueriesContext(connection) as queries:
+            response = owner.client.get(f"/api/v1/groups/{group_id}/scorecard")
+        assert response.status_code == 200, response.content
+        return response.json(), len(queries)
+
+    scorecard(alone.id)  # the token's last_used_at is written on its first use only
+    one, queries_for_one = scorecard(alone.id)
+    body, queries_for_four = scorecard(group.id)
+    # The token, the group, its runs (with their projects' settings), their diagnoses.
+    assert queries_for_four == queries_for_one == 4, "the group scorecard's queries grow with its runs"
+    assert one["barrel"]["bounding"] == "train" and one["barrel"]["runs"] == 1
+
+    barrel = body["barrel"]
+    assert (barrel["bounding"], barrel["bounded_runs"]) == ("train", 2)
+    assert (barrel["runs"], barrel["runs_without_staves"]) == (3, 1)
+    staves = {s["name"]: s for s in barrel["staves"]}
+    assert {name: s["bounds"] for name, s in staves.items() if s["bounds"]} == {"train": 2, "reward": 1}
+    train = staves["train"]
+    assert train["runs"] == 3 and abs(train["mean_share"] - (6 / 9 + 8 / 11 + 6 / 19) / 3) < 1e-9
+    assert abs(train["min_share"] - 6 / 19) < 1e-9 and abs(train["max_share"] - 8 / 11) < 1e-9
+    assert abs(train["mean_s"] - 20 / 3) < 1e-9
+    # The existing fields are unchanged beside it.
+    assert [r["run"] for r in body["runs"]] == [run.id, *(r.id for r in more)]
+    assert body["summary"]["tokens_per_s"]["runs"] == 3 and body["target_reward"] == 0.5
+
+
+def test_group_scorecard_of_another_teams_group_does_not_exist(run: Run, owner: Persona, outsider: Persona) -> None:
+    group = groups.group_create(user=owner.user, project=run.project_id, name="g", run_ids=[run.id])
+    assert outsider.client.get(f"/api/v1/groups/{group.id}/scorecard").status_code == 404
+    body = owner.client.get(f"/api/v1/groups/{group.id}/scorecard").json()
+    assert body["barrel"] == {"runs": 0, "runs_without_staves": 1, "bounding": None, "bounded_runs": 0, "staves": []}
