@@ -6,6 +6,7 @@ import { jsonResponse, runSummary, stubApi } from "../../test/api";
 import { renderPage } from "../../test/render";
 import { page, sentBodies } from "../evals/testing";
 import { describeSweep, formatInterval } from "./format";
+import { describeGroupBounding, type GroupScorecard } from "./GroupDiagnostics";
 import { GroupPage } from "./GroupPage";
 import { GroupsPage } from "./GroupsPage";
 
@@ -71,6 +72,40 @@ const STATS: CompareStats = {
   ],
 };
 
+function figure(mean: number | null, min: number | null, max: number | null, runs: number) {
+  return { mean, min, max, runs };
+}
+
+const NO_FIGURE = figure(null, null, null, 0);
+
+/** Two train-bound runs and one reward-bound, and one that reported no step times. */
+const SCORECARD: GroupScorecard = {
+  group: 3,
+  target_reward: 0.5,
+  runs: [],
+  summary: {
+    tokens_per_s: figure(200, 100, 300, 3),
+    samples_per_s: NO_FIGURE,
+    goodput: figure(0.5, 0.25, 0.75, 3),
+    reward_gained: NO_FIGURE,
+    reward_per_cpu_hour: NO_FIGURE,
+    reward_per_gpu_hour: NO_FIGURE,
+    wall_s: figure(90, 60, 120, 3),
+    time_to_target_s: figure(45, 45, 45, 1),
+  },
+  barrel: {
+    runs: 3,
+    runs_without_staves: 1,
+    bounding: "train",
+    bounded_runs: 2,
+    staves: [
+      { name: "reward", kind: "producer", runs: 3, mean_s: 4.6, mean_share: 0.25, min_share: 0.1, max_share: 0.63, mean_saved_if_2x_s: 2, bounds: 1 },
+      { name: "train", kind: "trainer", runs: 3, mean_s: 6.6, mean_share: 0.57, min_share: 0.32, max_share: 0.73, mean_saved_if_2x_s: 2.5, bounds: 2 },
+      { name: "trainer_wait", kind: "idle", runs: 3, mean_s: 5, mean_share: 0.3, min_share: 0.2, max_share: 0.64, mean_saved_if_2x_s: 0, bounds: 0 },
+    ],
+  },
+};
+
 beforeEach(() => {
   document.cookie = "csrftoken=test-token";
 });
@@ -107,6 +142,7 @@ describe("a group's page", () => {
   it("compares the sweep's configs on the metric asked and reads out the verdict", async () => {
     const fetchCalls = stubApi({
       "GET /api/v1/groups/3": () => sweep(),
+      "GET /api/v1/groups/3/scorecard": () => SCORECARD,
       "GET /api/v1/runs/11/metrics/keys": () => ({
         keys: [
           { key: "loss", count: 10, first_step: 0, last_step: 9, last_value: 1 },
@@ -142,6 +178,7 @@ describe("a group's page", () => {
   it("shows the server's refusal next to the form, naming the field", async () => {
     stubApi({
       "GET /api/v1/groups/3": () => sweep({ kind: "manual", grid: {} }),
+      "GET /api/v1/groups/3/scorecard": () => SCORECARD,
       "GET /api/v1/runs/11/metrics/keys": () => ({ keys: [] }),
       "POST /api/v1/compare/stats": () =>
         jsonResponse({ error: "invalid", message: "group_by takes 60 values", fields: { group_by: ["more than 50 values"] } }, 400),
@@ -153,6 +190,43 @@ describe("a group's page", () => {
     const alert = await screen.findByRole("alert");
     expect(alert.textContent).toContain("group_by takes 60 values");
     expect(alert.textContent).toContain("more than 50 values");
+  });
+
+  it("names the stave bounding most runs, tabulates the staves and summarises the scorecards", async () => {
+    const fetchCalls = stubApi({
+      "GET /api/v1/groups/3": () => sweep(),
+      "GET /api/v1/groups/3/scorecard": () => SCORECARD,
+      "GET /api/v1/runs/11/metrics/keys": () => ({ keys: [] }),
+    });
+    renderPage(<GroupPage />, { path: "/groups/3", route: "/groups/:id" });
+    expect((await screen.findByTestId("group-bounding")).textContent).toBe(
+      "Bounded by train: it bounds 2 of the 3 runs (1 without step times left out).",
+    );
+    const cells = (testId: string) => [...screen.getByTestId(testId).children].map((cell) => cell.textContent);
+    expect(screen.getByTestId("group-stave-train").className).toBe("bounding");
+    expect(cells("group-stave-train")).toEqual([" train", "6.6 s", "57.0%", "32.0%–73.0%", "2", "3"]);
+    expect(screen.getByTestId("group-stave-reward").className).toBe("");
+    expect(screen.getByTestId("group-stave-trainer_wait").textContent).toContain("trainer_wait (idle)");
+    expect(cells("group-score-tokens_per_s")).toEqual(["tokens/s", "200", "100", "300", "3"]);
+    expect(cells("group-score-goodput")).toEqual(["goodput (tokens with a learning signal)", "50.0%", "25.0%", "75.0%", "3"]);
+    expect(screen.getByTestId("group-score-time_to_target_s").textContent).toContain("time to reward 0.5");
+    expect(screen.getByTestId("group-score-samples_per_s").textContent).toBe("samples/s–––0");
+    expect(fetchCalls.callsTo("/api/v1/groups/3/scorecard")).toBe(1);
+  });
+
+  it("says why a group has no bounding stave, and when its scorecard cannot be loaded", async () => {
+    const none = { runs: 0, runs_without_staves: 2, bounding: null, bounded_runs: 0, staves: [] };
+    expect(describeGroupBounding(none)).toBe("No run has reported its step times yet.");
+    expect(describeGroupBounding({ ...SCORECARD.barrel, bounding: null, bounded_runs: 0, runs_without_staves: 0 })).toBe(
+      "No stave bounds any of the 3 runs.",
+    );
+    stubApi({
+      "GET /api/v1/groups/3": () => sweep(),
+      "GET /api/v1/runs/11/metrics/keys": () => ({ keys: [] }),
+    });
+    renderPage(<GroupPage />, { path: "/groups/3", route: "/groups/:id" });
+    const diagnostics = await screen.findByTestId("group-diagnostics");
+    await waitFor(() => expect(within(diagnostics).getByRole("alert").textContent).toContain("Cannot load the group's scorecard"));
   });
 
   it("says so when the group cannot be loaded", async () => {

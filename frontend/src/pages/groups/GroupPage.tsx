@@ -5,6 +5,7 @@ import { ErrorBox } from "../../components/ErrorBox";
 import { StatusBadge } from "../../components/StatusBadge";
 import { formatDateTime } from "../../format";
 import { describeSweep } from "./format";
+import { GroupDiagnostics } from "./GroupDiagnostics";
 import { StatsPanel } from "./StatsPanel";
 
 /** A run group: what it varied, its runs, and whether the configs differ. */
@@ -69,6 +70,7 @@ export function GroupPage() {
         </tbody>
       </table>
       {data.runs.length > 0 ? <StatsPanel group={data} /> : null}
+      {data.runs.length > 0 ? <GroupDiagnostics groupId={data.id} /> : null}
     </section>
   );
 }

@@ -68,6 +68,16 @@ function DiagnosisView({ runId, d }: { runId: number; d: Diagnosis }) {
   );
 }
 
+/** A stave's name in a table cell, beside its colour as the barrel chart draws it (shared with the group page). */
+export function StaveCell({ name, kind }: { name: string; kind: string }) {
+  return (
+    <td>
+      <span style={{ display: "inline-block", width: 10, height: 10, background: STAVE_COLORS[name] ?? "#888" }} /> {name}
+      {kind === "idle" ? " (idle)" : ""}
+    </td>
+  );
+}
+
 function BarrelSection({ d }: { d: Diagnosis }) {
   const barrel = d.barrel;
   if (barrel.staves.length === 0) return null;
@@ -114,10 +124,7 @@ function BarrelSection({ d }: { d: Diagnosis }) {
         <tbody>
           {barrel.staves.map((s) => (
             <tr key={s.name} className={s.name === barrel.bounding ? "bounding" : undefined}>
-              <td>
-                <span style={{ display: "inline-block", width: 10, height: 10, background: STAVE_COLORS[s.name] ?? "#888" }} /> {s.name}
-                {s.kind === "idle" ? " (idle)" : ""}
-              </td>
+              <StaveCell name={s.name} kind={s.kind} />
               <td>{formatSeconds(s.mean_s)}</td>
               <td>{formatShare(s.share)}</td>
               <td>{formatNumber(s.slope_s_per_step)}</td>
@@ -254,16 +261,26 @@ function SignalSection({ d }: { d: Diagnosis }) {
   );
 }
 
+/** The scorecard's figures in reading order, each with its label and format (shared with the
+ * group page, whose summary has these fields). */
+export const SCORE_FIGURES: {
+  field: "tokens_per_s" | "samples_per_s" | "goodput" | "wall_s" | "reward_gained" | "reward_per_cpu_hour" | "reward_per_gpu_hour";
+  label: string;
+  format: (value: Num | null | undefined) => string;
+}[] = [
+  { field: "tokens_per_s", label: "tokens/s", format: formatNumber },
+  { field: "samples_per_s", label: "samples/s", format: formatNumber },
+  { field: "goodput", label: "goodput (tokens with a learning signal)", format: formatShare },
+  { field: "wall_s", label: "wall-clock (Σ step time)", format: formatSeconds },
+  { field: "reward_gained", label: "reward gained (last vs first tenth)", format: formatNumber },
+  { field: "reward_per_cpu_hour", label: "reward per CPU-hour", format: formatNumber },
+  { field: "reward_per_gpu_hour", label: "reward per GPU-hour", format: formatNumber },
+];
+
 function ScorecardSection({ d }: { d: Diagnosis }) {
   const c = d.scorecard;
   const rows: [string, string][] = [
-    ["tokens/s", formatNumber(c.tokens_per_s)],
-    ["samples/s", formatNumber(c.samples_per_s)],
-    ["goodput (tokens with a learning signal)", formatShare(c.goodput)],
-    ["wall-clock (Σ step time)", formatSeconds(c.wall_s)],
-    ["reward gained (last vs first tenth)", formatNumber(c.reward_gained)],
-    ["reward per CPU-hour", formatNumber(c.reward_per_cpu_hour)],
-    ["reward per GPU-hour", formatNumber(c.reward_per_gpu_hour)],
+    ...SCORE_FIGURES.map(({ field, label, format }): [string, string] => [label, format(c[field])]),
     [
       `time to reward ${c.target_reward ?? "(no target set)"}`,
       c.time_to_target ? `${formatSeconds(c.time_to_target.wall_s)} (step ${c.time_to_target.step})` : "–",
