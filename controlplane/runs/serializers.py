@@ -134,6 +134,16 @@ def _tags_field(**kwargs: Any) -> serializers.ListField:
     )
 
 
+def _config_object(config: Any) -> Any:
+    """A config is a JSON object (its fields are then checked against the recipe's schema)."""
+    if not isinstance(config, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+        raise serializers.ValidationError(
+            f"must be a JSON object of config fields, not {kind.get(type(config), 'null')}"
+        )
+    return config
+
+
 class RunSubmitSerializer(InputSerializer):
     project = ProjectRefField(help_text="Project id, or 'team-slug/project-name' (created if missing).")
     name = serializers.CharField(required=False, allow_blank=True, default="", max_length=max_length(Run, "name"))
@@ -147,6 +157,9 @@ class RunSubmitSerializer(InputSerializer):
     )
     tags = _tags_field(default=list)
 
+    def validate_config(self, config: Any) -> Any:
+        return _config_object(config)
+
 
 class RunCloneSerializer(InputSerializer):
     name = serializers.CharField(required=False, allow_blank=True, default="", max_length=max_length(Run, "name"))
@@ -156,6 +169,9 @@ class RunCloneSerializer(InputSerializer):
         "schema as a submission's is.",
     )
     tags = _tags_field(help_text="The clone's tags; the run's own when omitted.")
+
+    def validate_config(self, config: Any) -> Any:
+        return _config_object(config)
 
 
 class EnvironmentSerializer(InputSerializer):

@@ -92,6 +92,8 @@ def test_concurrent_retries_of_one_sweep_make_its_runs_once(owner: Persona, lab:
         ({"seeds": [1, 1]}, "seeds", "twice"),
         ({"seeds": [True]}, "seeds", "integers"),
         ({"recipe": "nope"}, "recipe", "unknown recipe"),
+        ({"config": [[], None]}, "config", "JSON object"),
+        ({"config": "steps=3"}, "config", "not a string"),
     ],
 )
 def test_a_bad_sweep_names_the_field_and_makes_nothing(
