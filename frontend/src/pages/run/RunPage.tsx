@@ -29,7 +29,7 @@ import { ConfigPanel } from "./ConfigPanel";
 import { HumanEvalPanel } from "./HumanEvalPanel";
 import { MetricChart } from "./MetricChart";
 import { AlertsPanel } from "./AlertsPanel";
-import { DiagnosticsPanel } from "./DiagnosticsPanel";
+import { DiagnosticsPanel, useDiagnosis } from "./DiagnosticsPanel";
 import { CheckpointsPanel, SamplesPanel } from "./RolloutPanels";
 import { useRunLive, type LiveState } from "./useRunLive";
 import "./stepFocus.css";
@@ -46,6 +46,8 @@ export function RunPage() {
 
 function RunView({ runId }: { runId: number }) {
   const run = useRun(runId);
+  // Asked for beside the run, not after it: the panel below reads the same query.
+  useDiagnosis(runId);
   const live = useRunLive(runId);
 
   if (run.isPending) return <p className="muted">Loading run {runId}…</p>;
