@@ -311,11 +311,9 @@ def _entropy_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float]
 
 def _spikes(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
     for key, (kind, floor) in SPIKES.items():
-        found = new.series.get(key)
-        if found is None:
+        if key not in new.series:
             continue
-        finite = np.isfinite(found[1])
-        steps, values = found[0][finite], found[1][finite]
+        steps, values = _finite_points(new, key)
         s = state.setdefault("spikes", {}).setdefault(key, {})
         window = s.setdefault("w", [])
         med, mad = dx.trailing_median_mad(np.asarray(window, dtype=np.float64), values, WINDOW, 10)
