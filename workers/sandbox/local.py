@@ -1,0 +1,701 @@
+"""One untrusted execution on this machine, isolated, limited, classified and cleaned up after.
+
+:class:`LocalSandbox` runs a :class:`Program` (or Python source, :meth:`LocalSandbox.run`) in the
+strongest isolation tier the machine allows, probed once per process and cached:
+
+- ``bubblewrap``: Debian's bwrap with new user, pid, net, ipc, uts and cgroup namespaces; the
+  system directories read-only; a private writable work directory that is the program's cwd and
+  HOME; a private /tmp; nothing of the host's home, /etc or the project visible. bwrap runs as an
+  unprivileged uid where we are root (so the sandbox's user is nobody on the host too), its pid
+  namespace's init takes every process of the execution with it when it ends, and a pids cgroup
+  (where the hierarchy is writable) caps and sweeps them.
+- ``rlimits``: the fallback, used with a logged warning and its reason in :meth:`describe`: the
+  program in its own session with the same rlimits, the pids cgroup where writable, a new network
+  namespace where we may make one, an unprivileged uid where we are root. No filesystem isolation.
+- ``unconfined``: a bare subprocess with the wall-clock and output limits only; never chosen
+  unless ``allow_unconfined=True``. Without it, failing to isolate is a ``start_failure``.
+
+Limits: wall time (killed by us), CPU time (RLIMIT_CPU per process; SIGXCPU), memory (RLIMIT_AS
+per process), processes (pids cgroup, else RLIMIT_NPROC under an unprivileged uid), output
+(stdout + stderr read with a cap; the program is killed past it), file size (RLIMIT_FSIZE) and
+open files (RLIMIT_NOFILE). :meth:`describe` lists which are enforced in the tier in use and
+which are not, for the run's environment record.
+
+``preexec_fn`` joins the cgroup, sets rlimits and drops the uid in the forked child before bwrap
+starts, so nothing the program forks escapes them. It runs a few os calls only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import functools
+import logging
+import os
+import re
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from workers.sandbox.base import ExecResult, Limits, Outcome, Program
+
+log = logging.getLogger(__name__)
+
+BWRAP = "/usr/bin/bwrap"
+PYTHON = "/usr/bin/python3"
+# Where the program finds its work directory (cwd and HOME) inside the bubblewrap tier.
+WORKDIR = "/sandbox"
+# The unprivileged user the program runs as where we are root (nobody).
+NOBODY = 65534
+PIDS_CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
+CLONE_NEWNET = 0x40000000
+# bwrap's two processes (its monitor and the pid namespace's init) beside the program's.
+BWRAP_OWN_PROCESSES = 2
+_CHUNK = 64 * 1024
+# How long processes get to be gone once the execution ended, before we call it a crash.
+_SWEEP_S = 2.0
+
+_MEMORY_SIGNS = re.compile(
+    rb"^MemoryError|Cannot allocate memory|std::bad_alloc|out of memory|Fatal Python error: .*memory",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+class Tier(enum.StrEnum):
+    BUBBLEWRAP = "bubblewrap"
+    RLIMITS = "rlimits"
+    UNCONFINED = "unconfined"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What this machine allows, found once per process (:func:`probe`)."""
+
+    bwrap_ok: bool
+    bwrap_version: str
+    # Why bubblewrap cannot be used, when it cannot.
+    bwrap_error: str
+    # bwrap is started as this unprivileged uid (we are root), or None (as ourselves).
+    bwrap_uid: int | None
+    # The pids cgroup directory our executions' cgroups are made under, or None.
+    pids_cgroup: Path | None
+    pids_cgroup_error: str
+    # The rlimits tier may put the program in a network namespace of its own.
+    netns_ok: bool
+
+
+def _bwrap_argv(bwrap: str, work: str, argv: list[str], extra: tuple[str, ...] = ()) -> list[str]:
+    """bwrap running argv with ``work`` as its writable cwd and HOME; everything else read-only."""
+    args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    args += ["--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
+        link = Path("/", name)
+        if link.is_symlink():
+            args += ["--symlink", os.readlink(link), f"/{name}"]
+        elif link.is_dir():
+            args += ["--ro-bind", str(link), f"/{name}"]
+    for path in ("/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime"):
+        args += ["--ro-bind-try", path, path]
+    # A tmpfs of the sandbox's own, not the host's /tmp.
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108
+    args += ["--bind", work, WORKDIR, "--remount-ro", "/", "--chdir", WORKDIR]
+    args += ["--setenv", "HOME", WORKDIR, "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
+    args += ["--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "TMPDIR", "/tmp"]  # noqa: S108
+    return [*args, *extra, "--", *argv]
+
+
+def _drop_to(uid: int | None) -> Callable[[], None] | None:
+    if uid is None:
+        return None
+
+    def drop() -> None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+
+    return drop
+
+
+def _try(argv: list[str], preexec: Callable[[], None] | None, cwd: str) -> str:
+    """'' when argv runs and exits 0 within 10 s, else why not."""
+    try:
+        done = subprocess.run(
+            argv, cwd=cwd, env={}, capture_output=True, timeout=10, preexec_fn=preexec, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{type(e).__name__}: {e}"
+    if done.returncode != 0:
+        return f"exit {done.returncode}: {done.stderr.decode(errors='replace').strip()[-300:]}"
+    return ""
+
+
+def _probe_pids_cgroup() -> tuple[Path | None, str]:
+    base = PIDS_CGROUP_ROOT / "barrel-sandbox"
+    try:
+        base.mkdir(exist_ok=True)
+        trial = base / f"probe-{os.getpid()}"
+        trial.mkdir(exist_ok=True)
+        try:
+            (trial / "pids.max").write_text("8")
+        finally:
+            trial.rmdir()
+    except OSError as e:
+        return None, f"no writable pids cgroup at {PIDS_CGROUP_ROOT}: {e}"
+    return base, ""
+
+
+def _probe_netns() -> bool:
+    if os.geteuid() != 0:
+        return False
+
+    def unshare_net() -> None:
+        if _libc().unshare(CLONE_NEWNET) != 0:
+            os._exit(3)
+
+    return _try(["/bin/true"], unshare_net, "/") == ""
+
+
+@functools.cache
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+@functools.cache
+def probe(bwrap: str = BWRAP, python: str = PYTHON) -> Probe:
+    """What isolation this machine allows; cached per process (per bwrap and python path)."""
+    pids_cgroup, pids_error = _probe_pids_cgroup()
+    netns_ok = _probe_netns()
+    version, error, uid = "", "", None
+    if not os.access(bwrap, os.X_OK):
+        error = f"{bwrap} is missing or not executable (apt-get install bubblewrap)"
+    else:
+        try:
+            version = subprocess.run([bwrap, "--version"], capture_output=True, timeout=10).stdout.decode().strip()
+        except (OSError, subprocess.SubprocessError) as e:
+            error = f"{bwrap} --version failed: {e}"
+    if not error:
+        with tempfile.TemporaryDirectory(prefix="barrel-sandbox-probe-") as work:
+            os.chmod(work, 0o755)  # noqa: S103 (the probe's bwrap runs as nobody)
+            argv = _bwrap_argv(bwrap, work, [python, "-c", "pass"])
+            candidates = [NOBODY, None] if os.geteuid() == 0 else [None]
+            errors = []
+            for candidate in candidates:
+                why = _try(argv, _drop_to(candidate), work)
+                if not why:
+                    uid = candidate
+                    break
+                errors.append(f"as uid {candidate if candidate is not None else os.geteuid()}: {why}")
+            else:
+                error = f"{bwrap} cannot start a sandbox here: " + "; ".join(errors)
+    return Probe(not error, version, error, uid, pids_cgroup, pids_error, netns_ok)
+
+
+class _Cgroup:
+    """One execution's pids cgroup: caps its processes, and is swept when the execution ends."""
+
+    def __init__(self, base: Path, max_pids: int | None) -> None:
+        self.path = base / uuid.uuid4().hex
+        self.path.mkdir()
+        if max_pids is not None:
+            (self.path / "pids.max").write_text(str(max_pids))
+        self.procs_fd = os.open(self.path / "cgroup.procs", os.O_WRONLY)
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def sweep(self, deadline: float) -> bool:
+        """Kill every process left in it; True when it is empty before the deadline."""
+        while pids := self.pids():
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+        return True
+
+    def close(self) -> None:
+        os.close(self.procs_fd)
+        try:
+            self.path.rmdir()
+        except OSError as e:
+            log.warning("sandbox cgroup %s not removed: %s", self.path, e)
+
+
+def _rlimits(limits: Limits, nproc: bool) -> list[tuple[int, tuple[int, int]]]:
+    out = []
+    if limits.cpu_s is not None:
+        soft = max(1, int(-(-limits.cpu_s // 1)))
+        # SIGXCPU at the soft limit, SIGKILL a second later should it be caught.
+        out.append((resource.RLIMIT_CPU, (soft, soft + 1)))
+    if limits.memory_bytes is not None:
+        out.append((resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes)))
+    if limits.max_file_bytes is not None:
+        out.append((resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes)))
+    if limits.open_files is not None:
+        out.append((resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files)))
+    if nproc and limits.max_processes is not None:
+        n = limits.max_processes + BWRAP_OWN_PROCESSES
+        out.append((resource.RLIMIT_NPROC, (n, n)))
+    out.append((resource.RLIMIT_CORE, (0, 0)))
+    return out
+
+
+def _child_setup(
+    procs_fd: int | None, rlimits: list[tuple[int, tuple[int, int]]], unshare_net: bool, uid: int | None
+) -> Callable[[], None]:
+    drop = _drop_to(uid)
+
+    def setup() -> None:
+        if procs_fd is not None:
+            os.write(procs_fd, b"0")
+        for res, value in rlimits:
+            resource.setrlimit(res, value)
+        if unshare_net and _libc().unshare(CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+        if drop is not None:
+            drop()
+
+    return setup
+
+
+def _rmtree(path: str) -> None:
+    def retry(func: Callable[..., Any], p: str, _exc: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=retry)
+
+
+class LocalSandbox:
+    """Runs one untrusted program at a time per call (calls may run concurrently from threads).
+
+    ``tier`` forces an isolation tier (tests, or an operator's choice); by default the strongest
+    that works is used. Forcing ``unconfined``, or falling back to it, needs ``allow_unconfined``.
+    ``uid`` is the unprivileged user the program runs as where we are root (a pool may give each
+    slot its own). ``bwrap`` and ``python`` are the paths of the tools used."""
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        tier: Tier | str | None = None,
+        allow_unconfined: bool = False,
+        bwrap: str = BWRAP,
+        python: str = PYTHON,
+        uid: int = NOBODY,
+        workdir_root: str | None = None,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.allow_unconfined = allow_unconfined
+        self.bwrap = bwrap
+        self.python = python
+        self.workdir_root = workdir_root
+        self.probe = probe(bwrap, python)
+        self._root = os.geteuid() == 0
+        self.uid = uid if self._root else None
+        forced = Tier(tier) if tier is not None else None
+        if forced is Tier.UNCONFINED and not allow_unconfined:
+            raise ValueError("the unconfined tier runs untrusted code without isolation: pass allow_unconfined=True")
+        self.fallback_reason = ""
+        # Why no tier can run, when none can: every execution is then a start_failure.
+        self.unavailable = ""
+        if forced is not None:
+            self.tier = forced
+            if forced is Tier.BUBBLEWRAP and not self.probe.bwrap_ok:
+                self.unavailable = self.probe.bwrap_error
+            elif forced is not Tier.BUBBLEWRAP:
+                self.fallback_reason = f"{forced} tier forced by the caller"
+        elif self.probe.bwrap_ok:
+            self.tier = Tier.BUBBLEWRAP
+        else:
+            self.tier = Tier.RLIMITS
+            self.fallback_reason = self.probe.bwrap_error
+        if self.fallback_reason:
+            log.warning(
+                "SANDBOX FALLBACK: untrusted code runs in the %s tier, weaker than bubblewrap: %s. Not enforced: %s",
+                self.tier,
+                self.fallback_reason,
+                ", ".join(self.describe()["not_enforced"]),
+            )
+
+    # ----------------------------------------------------------------------------- describe
+    def _enforced(self) -> tuple[list[str], list[str]]:
+        enforced = ["wall_s", "max_output_bytes"]
+        missing = []
+        if self.tier is Tier.UNCONFINED:
+            return enforced, [
+                "cpu_s",
+                "memory_bytes",
+                "max_processes",
+                "max_file_bytes",
+                "open_files",
+                "network",
+                "filesystem",
+                "cleanup of processes that leave the session",
+            ]
+        enforced += ["cpu_s (per process)", "memory_bytes (address space per process)", "max_file_bytes", "open_files"]
+        if self.probe.pids_cgroup is not None:
+            enforced.append("max_processes (pids cgroup)")
+        elif self.uid is not None or not self._root:
+            enforced.append("max_processes (RLIMIT_NPROC, counted per uid across concurrent executions)")
+        else:
+            missing.append("max_processes")
+        if self.tier is Tier.BUBBLEWRAP:
+            enforced += ["network (own namespace)", "filesystem (read-only system, private work dir and /tmp)"]
+            enforced.append("cleanup (pid namespace)")
+        else:
+            (enforced if self.probe.netns_ok else missing).append("network")
+            missing.append("filesystem (host files readable as the program's user)")
+            if self.probe.pids_cgroup is not None:
+                enforced.append("cleanup (pids cgroup sweep)")
+            else:
+                missing.append("cleanup of processes that leave the session")
+        missing.append("disk use in total (per file only)")
+        return enforced, missing
+
+    def describe(self) -> dict[str, Any]:
+        """The isolation in use, for the run's environment record."""
+        enforced, missing = self._enforced()
+        return {
+            "tier": str(self.tier),
+            "tool": self.bwrap if self.tier is Tier.BUBBLEWRAP else "subprocess",
+            "tool_version": self.probe.bwrap_version if self.tier is Tier.BUBBLEWRAP else "",
+            "reason_for_fallback": self.fallback_reason,
+            "unavailable": self.unavailable,
+            "uid": self.uid if self.uid is not None else os.geteuid(),
+            "pids_cgroup": str(self.probe.pids_cgroup or ""),
+            "pids_cgroup_error": self.probe.pids_cgroup_error,
+            "limits": {k: getattr(self.limits, k) for k in self.limits.__dataclass_fields__},
+            "enforced": enforced,
+            "not_enforced": missing,
+        }
+
+    # ----------------------------------------------------------------------------- running
+    def run(
+        self, code: str, *, stdin: str = "", timeout_s: float | None = None, limits: Limits | None = None
+    ) -> ExecResult:
+        """Python source as ``main.py`` in the work directory, run by the sandbox's python."""
+        limits = limits or self.limits
+        if timeout_s is not None:
+            limits = replace(limits, wall_s=timeout_s)
+        return self.execute(Program([self.python, "main.py"], {"main.py": code}, stdin), limits=limits)
+
+    def execute(self, program: Program, *, limits: Limits | None = None) -> ExecResult:
+        limits = limits or self.limits
+        if self.unavailable:
+            return _failed(Outcome.START_FAILURE, f"no isolation: {self.unavailable}", self.tier)
+        try:
+            work = tempfile.mkdtemp(prefix="barrel-sandbox-", dir=self.workdir_root)
+        except OSError as e:
+            return _failed(Outcome.START_FAILURE, f"work directory: {e}", self.tier)
+        cgroup = None
+        try:
+            try:
+                self._write_files(work, program.files)
+                if self.tier is not Tier.UNCONFINED and self.probe.pids_cgroup is not None:
+                    extra = BWRAP_OWN_PROCESSES if self.tier is Tier.BUBBLEWRAP else 0
+                    n = None if limits.max_processes is None else limits.max_processes + extra
+                    cgroup = _Cgroup(self.probe.pids_cgroup, n)
+            except OSError as e:
+                return _failed(Outcome.START_FAILURE, f"preparing the sandbox: {e}", self.tier)
+            return _Execution(self, program, limits, work, cgroup).run()
+        finally:
+            if cgroup is not None:
+                cgroup.close()
+            _rmtree(work)
+
+    def _write_files(self, work: str, files: Mapping[str, str | bytes]) -> None:
+        root = Path(work)
+        for name, content in files.items():
+            path = (root / name).resolve()
+            if not path.is_relative_to(root.resolve()):
+                raise OSError(f"file {name!r} is outside the work directory")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content.encode() if isinstance(content, str) else content)
+        uid = self.program_uid()
+        if uid is not None:
+            for dirpath, _dirs, names in os.walk(work):
+                os.chown(dirpath, uid, uid)
+                for name in names:
+                    os.chown(os.path.join(dirpath, name), uid, uid)
+
+    def program_uid(self) -> int | None:
+        """The host uid the program's processes run as, where not our own."""
+        if self.tier is Tier.BUBBLEWRAP:
+            return self.probe.bwrap_uid
+        return self.uid if self.tier is Tier.RLIMITS else None
+
+
+def _failed(outcome: Outcome, reason: str, tier: Tier) -> ExecResult:
+    return ExecResult(outcome, None, "", "", 0.0, 0.0, isolation=str(tier), reason=reason)
+
+
+class _Execution:
+    """One launch: the process, its pipes, its deadline, and what ended it."""
+
+    def __init__(self, box: LocalSandbox, program: Program, limits: Limits, work: str, cgroup: _Cgroup | None) -> None:
+        self.box, self.program, self.limits, self.work, self.cgroup = box, program, limits, work, cgroup
+        self.tier = box.tier
+        self.out = bytearray()
+        self.err = bytearray()
+        self.status = bytearray()
+        self.killed_for: Outcome | None = None
+        self.killed_at = float("inf")
+        self.started_at: float | None = None
+
+    def _argv(self, status_fd: int) -> list[str]:
+        argv = list(self.program.argv)
+        if self.tier is not Tier.BUBBLEWRAP:
+            return argv
+        return _bwrap_argv(self.box.bwrap, self.work, argv, ("--json-status-fd", str(status_fd)))
+
+    def _env(self) -> dict[str, str]:
+        if self.tier is Tier.BUBBLEWRAP:
+            return {}
+        return {"HOME": self.work, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": self.work}
+
+    def run(self) -> ExecResult:
+        box, limits = self.box, self.limits
+        confined = self.tier is not Tier.UNCONFINED
+        uid = box.program_uid()
+        rlimits = _rlimits(limits, nproc=self.cgroup is None and (uid is not None or not box._root)) if confined else []
+        setup = _child_setup(
+            self.cgroup.procs_fd if self.cgroup else None,
+            rlimits,
+            self.tier is Tier.RLIMITS and box.probe.netns_ok,
+            uid,
+        )
+        status_r, status_w = os.pipe()
+        stdin_file = None
+        t0 = time.monotonic()
+        try:
+            stdin_arg: Any = subprocess.DEVNULL
+            if self.program.stdin:
+                stdin_file = tempfile.TemporaryFile()
+                data = self.program.stdin
+                stdin_file.write(data.encode() if isinstance(data, str) else data)
+                stdin_file.seek(0)
+                stdin_arg = stdin_file
+            proc = subprocess.Popen(
+                self._argv(status_w),
+                cwd=self.work,
+                env=self._env(),
+                stdin=stdin_arg,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(status_w,),
+                start_new_session=True,
+                preexec_fn=setup,
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            os.close(status_r)
+            return _failed(Outcome.START_FAILURE, f"launch: {e}", self.tier)
+        finally:
+            os.close(status_w)
+            if stdin_file is not None:
+                stdin_file.close()
+        if self.tier is not Tier.BUBBLEWRAP:
+            self.started_at = time.monotonic()
+        try:
+            status, rusage = self._supervise(proc, status_r, t0)
+        finally:
+            os.close(status_r)
+        t1 = time.monotonic()
+        clean = self._cleanup(proc)
+        return self._classify(status, rusage, t0, t1, clean)
+
+    def _supervise(self, proc: subprocess.Popen[bytes], status_r: int, t0: float) -> tuple[int, Any]:
+        deadline = t0 + self.limits.wall_s
+        cap = self.limits.max_output_bytes
+        assert proc.stdout is not None and proc.stderr is not None
+        pidfd = os.pidfd_open(proc.pid)
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ, self.out)
+        sel.register(proc.stderr, selectors.EVENT_READ, self.err)
+        sel.register(status_r, selectors.EVENT_READ, self.status)
+        sel.register(pidfd, selectors.EVENT_READ, None)
+        exited_at: float | None = None
+        try:
+            while len(sel.get_map()) > 1 or exited_at is None:
+                now = time.monotonic()
+                if exited_at is None and now >= deadline:
+                    self._kill(proc, Outcome.TIMEOUT)
+                    deadline = float("inf")
+                if exited_at is None and now > self.killed_at + 1.0:
+                    # The monitor did not follow its init: end it too.
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    self.killed_at = float("inf")
+                # Once the process is gone, what its leftovers still hold open is drained briefly.
+                wait = 0.05 - (now - exited_at) if exited_at is not None else min(deadline, self.killed_at + 1.0) - now
+                if wait <= 0 and exited_at is not None:
+                    break
+                for key, _ in sel.select(min(max(wait, 0.001), 1.0)):
+                    if key.data is None:
+                        exited_at = time.monotonic()
+                        sel.unregister(key.fileobj)
+                        continue
+                    fd = key.fileobj if isinstance(key.fileobj, int) else key.fileobj.fileno()
+                    chunk = os.read(fd, _CHUNK)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        continue
+                    buf: bytearray = key.data
+                    if buf is self.status:
+                        buf += chunk
+                        if self.started_at is None and b"child-pid" in buf:
+                            self.started_at = time.monotonic()
+                        continue
+                    room = cap - len(self.out) - len(self.err)
+                    buf += chunk[: max(room, 0)]
+                    if len(chunk) > room:
+                        self._kill(proc, Outcome.OUTPUT_LIMIT)
+        finally:
+            sel.close()
+            os.close(pidfd)
+        if exited_at is None:
+            self._kill(proc, self.killed_for or Outcome.CRASH)
+        _, wait_status, rusage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(wait_status)
+        return proc.returncode, rusage
+
+    def _kill(self, proc: subprocess.Popen[bytes], why: Outcome) -> None:
+        """Kill the execution: in the bubblewrap tier its pid namespace's init, so that bwrap's
+        monitor reaps it and exits (killing the monitor would leave the init to the host's init
+        to reap, which not every host's does); everything else by process group."""
+        if self.killed_for is None:
+            self.killed_for = why
+            self.killed_at = time.monotonic()
+            m = re.search(rb'"child-pid":\s*(\d+)', self.status)
+            if m:
+                try:
+                    os.kill(int(m.group(1)), signal.SIGKILL)
+                    return
+                except ProcessLookupError:
+                    pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def _cleanup(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Make sure no process of the execution survives; True when none did."""
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        deadline = time.monotonic() + _SWEEP_S
+        if self.tier is not Tier.UNCONFINED:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.cgroup is not None:
+            return self.cgroup.sweep(deadline)
+        if self.tier is Tier.BUBBLEWRAP:
+            # The pid namespace's init is gone with its namespace; wait until it is reaped.
+            m = re.search(rb'"child-pid":\s*(\d+)', self.status)
+            if m:
+                while Path(f"/proc/{int(m.group(1))}").exists() and time.monotonic() < deadline:
+                    time.sleep(0.002)
+        return True
+
+    def _classify(self, status: int, rusage: Any, t0: float, t1: float, clean: bool) -> ExecResult:
+        limits = self.limits
+        started = self.started_at
+        start_ms = ((started if started is not None else t1) - t0) * 1000
+        exec_ms = (t1 - started) * 1000 if started is not None else 0.0
+        cpu = rusage.ru_utime + rusage.ru_stime
+        exit_code: int | None = None
+        sig: int | None = None
+        outcome: Outcome
+        reason = ""
+        if self.tier is Tier.BUBBLEWRAP:
+            m = re.search(rb'"exit-code":\s*(\d+)', self.status)
+            if m:
+                code = int(m.group(1))
+                if code > 128 and code - 128 < signal.NSIG:
+                    sig = code - 128
+                else:
+                    exit_code = code
+            elif self.killed_for is None:
+                if status < 0:
+                    outcome, reason = Outcome.CRASH, f"bwrap was killed by signal {-status} while the program ran"
+                else:
+                    outcome = Outcome.START_FAILURE
+                    said = bytes(self.err[-500:]).decode(errors="replace").strip()
+                    reason = f"bwrap exited {status} before the program ran: {said}"
+                return self._result(outcome, None, None, start_ms, exec_ms, cpu, reason)
+        elif status < 0:
+            sig = -status
+        else:
+            exit_code = status
+
+        if self.killed_for is Outcome.OUTPUT_LIMIT:
+            outcome, reason = Outcome.OUTPUT_LIMIT, f"stdout + stderr over {limits.max_output_bytes} bytes"
+        elif self.killed_for is Outcome.TIMEOUT:
+            outcome, reason = Outcome.TIMEOUT, f"wall-clock limit of {limits.wall_s} s"
+        elif self.killed_for is Outcome.CRASH:
+            outcome, reason = Outcome.CRASH, "the sandbox did not end"
+        elif sig == signal.SIGXCPU or (
+            sig == signal.SIGKILL and limits.cpu_s is not None and cpu >= int(-(-limits.cpu_s // 1))
+        ):
+            outcome, reason = Outcome.TIMEOUT, f"CPU-time limit of {limits.cpu_s} s"
+        elif exit_code == 0:
+            outcome = Outcome.OK
+        elif limits.memory_bytes is not None and _MEMORY_SIGNS.search(bytes(self.err[-4096:])):
+            outcome, reason = Outcome.MEMORY_LIMIT, f"memory limit of {limits.memory_bytes} bytes"
+        else:
+            outcome = Outcome.PROGRAM_ERROR
+            reason = f"killed by signal {sig}" if sig is not None else f"exit status {exit_code}"
+        if not clean:
+            where = self.cgroup and self.cgroup.path
+            log.error("sandbox: processes of an execution survived its cgroup sweep (%s)", where)
+            outcome, reason = Outcome.CRASH, "processes of the execution could not be ended"
+        return self._result(outcome, exit_code, sig, start_ms, exec_ms, cpu, reason)
+
+    def _result(
+        self,
+        outcome: Outcome,
+        exit_code: int | None,
+        sig: int | None,
+        start_ms: float,
+        exec_ms: float,
+        cpu: float,
+        reason: str,
+    ) -> ExecResult:
+        return ExecResult(
+            outcome,
+            exit_code,
+            self.out.decode(errors="replace"),
+            self.err.decode(errors="replace"),
+            start_ms,
+            exec_ms,
+            signal=sig,
+            truncated=self.killed_for is Outcome.OUTPUT_LIMIT,
+            isolation=str(self.tier),
+            cpu_s=cpu,
+            reason=reason,
+        )
+
+
+def default_sandbox(**kwargs: Any) -> LocalSandbox:
+    """The strongest local sandbox this machine allows (see :class:`LocalSandbox`)."""
+    return LocalSandbox(**kwargs)
