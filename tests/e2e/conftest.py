@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,6 +14,7 @@ from urllib.parse import urlparse, urlunparse
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from controlplane.devstack import Stack
 
@@ -49,6 +52,34 @@ class Live:
                 return run
             time.sleep(0.3)
         raise AssertionError(f"run {run_id} still {run['status']} after {timeout} s; logs in {self.stack.logs}")
+
+
+class Listener(threading.Thread):
+    """Collects every websocket message of one run in the background, with the moment
+    (time.monotonic()) each arrived."""
+
+    def __init__(self, live: Live, run_id: int) -> None:
+        super().__init__(daemon=True)
+        url = live.url.replace("http://", "ws://") + f"/ws/runs/{run_id}/"
+        headers = {"Authorization": f"Bearer {live.token}"}
+        # Entered as a context manager, as websockets asks; closed in close().
+        self.ws = connect(url, additional_headers=headers, open_timeout=10).__enter__()
+        self.messages: list[dict[str, Any]] = []
+        self.arrived: list[float] = []
+        self.start()
+
+    def run(self) -> None:
+        try:
+            for raw in self.ws:
+                self.messages.append(json.loads(raw))
+                self.arrived.append(time.monotonic())
+        except Exception:  # noqa: BLE001, S110 - closed at the end of the test
+            pass
+
+    def close(self) -> list[dict[str, Any]]:
+        self.ws.close()
+        self.join(5)
+        return self.messages
 
 
 def _e2e_database_url() -> str:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import TERMINAL, Live
+from tests.e2e.conftest import TERMINAL, Listener, Live
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +37,20 @@ EXPECTED_KEYS = {
     "reward/correct/mean",
     "reward/format/mean",
     *(f"response_length/{k}" for k in ("mean", "max", "min", "clip_frac")),
-    *(f"policy/{k}" for k in ("loss", "entropy", "kl_ref", "approx_kl", "clip_frac", "grad_norm", "update_norm", "lr")),
+    *(
+        f"policy/{k}"
+        for k in (
+            "loss",
+            "entropy",
+            "kl_ref",
+            "approx_kl",
+            "clip_frac",
+            "grad_norm",
+            "update_norm",
+            "lr",
+            "skipped_updates",
+        )
+    ),
     *(f"offpolicy/{k}" for k in ("staleness_mean", "staleness_max", "dropped", "queue_wait_s")),
     *(
         f"mismatch/{k}"
@@ -206,16 +220,67 @@ def test_a_person_reads_the_human_score_on_the_runs_page(live: Live, judged: dic
     assert (SHOTS / "human-score.png").exists()
 
 
-def test_async_staleness_is_positive_and_bounded_and_stale_groups_are_dropped(live: Live, tmp_path: Path):
+@pytest.fixture(scope="module")
+def async_run(live: Live, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Listener]:
+    """A finished async run whose step 3 has a NaN loss (nan_loss_at_step), and what its run's
+    websocket pushed while it ran."""
     cfg = config(
-        tmp_path,
+        tmp_path_factory.mktemp("async"),
         steps=6,
         algorithm__mode="async",
         algorithm__max_staleness=1,
         # Three batches in flight: some groups are two versions old when reached, and dropped.
         algorithm__async_buffer_prompts=12,
+        nan_loss_at_step=3,
     )
-    done = run_grpo(live, cfg)
+    run = live.submit(cfg, recipe="grpo")
+    listener = Listener(live, run["id"])
+    try:
+        done = live.wait(run["id"], TERMINAL, timeout=300)
+        deadline = time.monotonic() + 30  # the alerts, if they come, come within seconds of the point
+
+        def nan_alerts() -> int:
+            return sum(m["type"] == "alert.raised" and m["alert"]["kind"] == "nan_inf" for m in listener.messages)
+
+        while time.monotonic() < deadline and nan_alerts() < 2:
+            time.sleep(0.2)
+    finally:
+        listener.close()
+    return done, listener
+
+
+def test_a_nan_loss_raises_the_alert_and_the_run_skips_that_update_and_goes_on(
+    live: Live, async_run: tuple[dict[str, Any], Listener]
+):
+    done, listener = async_run
+    assert done["status"] == "SUCCEEDED", done["failure_reason"] + done["log_tail"]
+    points = series(live, done["id"])
+    loss = points["policy/loss"]
+    assert math.isnan(float(loss[3])) and all(math.isfinite(float(v)) for step, v in loss.items() if step != 3)
+    # Both mini-batch updates of step 3 were skipped, so its weights did not move; the others did.
+    assert points["policy/skipped_updates"] == {step: (2.0 if step == 3 else 0.0) for step in loss}
+    assert points["policy/update_norm"][3] == 0.0 and points["policy/update_norm"][4] > 0.0
+    received = list(zip(listener.messages, listener.arrived, strict=True))
+    raised = [(at, m["alert"]) for m, at in received if m["type"] == "alert.raised"]
+    # One alert per diverged series (the loss and the gradient norm), each once, naming step 3.
+    nan_inf = sorted((a["message"].split()[0], a["first_step"]) for _, a in raised if a["kind"] == "nan_inf")
+    assert nan_inf == [("policy/grad_norm", 3), ("policy/loss", 3)], raised
+    # From the websocket: when the NaN point was pushed (it was stored), to when its alert was.
+    pushed = next(
+        at
+        for m, at in received
+        if m["type"] == "metrics.points"
+        for s in m["series"]
+        if s["key"] == "policy/loss" and 3 in s["steps"]
+    )
+    alerted = next(at for at, a in raised if a["kind"] == "nan_inf" and a["message"].startswith("policy/loss "))
+    print(f"nan_inf alert pushed {alerted - pushed:.1f} s after the NaN loss point was")
+
+
+def test_async_staleness_is_positive_and_bounded_and_stale_groups_are_dropped(
+    live: Live, async_run: tuple[dict[str, Any], Listener]
+):
+    done, _ = async_run
     assert done["status"] == "SUCCEEDED", done["failure_reason"] + done["log_tail"]
     points = series(live, done["id"])
     assert max(points["offpolicy/staleness_max"].values()) == 1.0

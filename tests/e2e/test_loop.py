@@ -3,43 +3,14 @@ websocket."""
 
 from __future__ import annotations
 
-import json
-import threading
-from typing import Any
-
 import httpx
 import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from tests.e2e.conftest import TERMINAL, Live
+from tests.e2e.conftest import TERMINAL, Listener, Live
 
 pytestmark = pytest.mark.e2e
-
-
-class Listener(threading.Thread):
-    """Collects every websocket message of one run in the background."""
-
-    def __init__(self, live: Live, run_id: int) -> None:
-        super().__init__(daemon=True)
-        url = live.url.replace("http://", "ws://") + f"/ws/runs/{run_id}/"
-        headers = {"Authorization": f"Bearer {live.token}"}
-        # Entered as a context manager, as websockets asks; closed in close().
-        self.ws = connect(url, additional_headers=headers, open_timeout=10).__enter__()
-        self.messages: list[dict[str, Any]] = []
-        self.start()
-
-    def run(self) -> None:
-        try:
-            for raw in self.ws:
-                self.messages.append(json.loads(raw))
-        except Exception:  # noqa: BLE001, S110 - closed at the end of the test
-            pass
-
-    def close(self) -> list[dict[str, Any]]:
-        self.ws.close()
-        self.join(5)
-        return self.messages
 
 
 def test_a_submitted_run_succeeds_with_metrics_stored_and_pushed_live(live: Live):

@@ -234,6 +234,8 @@ class PPOSettings:
     ppo_epochs: int
     mini_batches: int
     max_grad_norm: float
+    # The nan_loss_at_step knob: this update's loss is made NaN, on purpose.
+    nan_loss: bool = False
 
 
 @dataclass(frozen=True)
@@ -344,6 +346,7 @@ class Trainer:
         max_grad_norm: float,
         tis_cap: float | None,
         step: int,
+        nan_loss: bool = False,
     ) -> dict[str, float]:
         """One GRPO update on ``groups`` (a prompt's samples each); returns the update's metrics.
 
@@ -386,7 +389,7 @@ class Trainer:
         stats = self._ppo_epochs(
             batch,
             targets,
-            PPOSettings(clip_eps, kl_coef, ppo_epochs, mini_batches, max_grad_norm),
+            PPOSettings(clip_eps, kl_coef, ppo_epochs, mini_batches, max_grad_norm, nan_loss),
             step=step,
         )
         update_norm = _param_delta_norm(before, self.model)
@@ -449,6 +452,7 @@ class Trainer:
                 stats["kl_ref"].append(parts.kl_ref)
                 stats["entropy"].append(parts.entropy)
                 stats["grad_norm"].append(grad_norm)
+                stats["skipped_updates"].append(0.0 if math.isfinite(grad_norm) else 1.0)
         return stats
 
     def _ppo_update(
@@ -469,11 +473,19 @@ class Trainer:
             ref_logp=targets.ref_logp[idx] if targets.ref_logp is not None else None,
             kl_coef=settings.kl_coef,
         )
+        if settings.nan_loss:
+            parts = dataclasses.replace(parts, loss=parts.loss * float("nan"))
         self.optimizer.zero_grad(set_to_none=True)
         parts.loss.backward()  # type: ignore[no-untyped-call]
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), settings.max_grad_norm)
-        self.optimizer.step()
-        return parts, float(grad_norm)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), settings.max_grad_norm))
+        if math.isfinite(grad_norm):
+            self.optimizer.step()
+        else:
+            # A NaN or Inf gradient would poison the weights (and the optimizer's moments) for
+            # good: the step is skipped, counted in policy/skipped_updates, and its loss and
+            # gradient norm are reported as they were, so the NaN alert names the step.
+            self.optimizer.zero_grad(set_to_none=True)
+        return parts, grad_norm
 
     def _keep_version(self) -> None:
         """The updated weights become the next version; versions older than ``keep_versions`` go."""

@@ -226,6 +226,12 @@ class GRPOConfig(RecipeConfig):
         ge=0,
         description="Raise at the start of this step (for testing failure handling); a resumed attempt does not.",
     )
+    nan_loss_at_step: int | None = Field(
+        default=None,
+        ge=0,
+        description="Make this step's loss NaN (for testing the NaN alert): like any update whose gradient is "
+        "not finite, it is skipped and counted in policy/skipped_updates, and the run goes on.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> GRPOConfig:

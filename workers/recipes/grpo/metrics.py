@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 # Per mini-batch figures of a PPO update, averaged into ``policy/<name>`` (grad_norm: the max too).
-UPDATE_STATS = ("loss", "clip_frac", "approx_kl", "kl_ref", "entropy", "grad_norm")
+UPDATE_STATS = ("loss", "clip_frac", "approx_kl", "kl_ref", "entropy", "grad_norm", "skipped_updates")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -31,9 +31,12 @@ def percentile(values: Sequence[float], q: float) -> float:
 def update_metrics(
     stats: Mapping[str, Sequence[float]], *, update_norm: float, lr: float, with_ref: bool
 ) -> dict[str, float]:
-    """``policy/*``: each figure's mean over mini-batches, the largest gradient norm, the update's size."""
+    """``policy/*``: each figure's mean over mini-batches, the largest gradient norm (NaN or Inf if
+    any was), the update's size, and how many mini-batch updates a non-finite gradient skipped."""
     metrics = {f"policy/{k}": sum(v) / len(v) for k, v in stats.items()}
-    metrics["policy/grad_norm"] = max(stats["grad_norm"])
+    norms = stats["grad_norm"]
+    metrics["policy/grad_norm"] = next((g for g in norms if not math.isfinite(g)), max(norms))
+    metrics["policy/skipped_updates"] = float(sum(stats["skipped_updates"]))
     metrics["policy/update_norm"] = update_norm
     metrics["policy/lr"] = lr
     if not with_ref:

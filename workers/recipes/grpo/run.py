@@ -261,6 +261,7 @@ class GRPORun:
                 max_grad_norm=config.algorithm.max_grad_norm,
                 tis_cap=config.algorithm.tis_cap,
                 step=step,
+                nan_loss=config.nan_loss_at_step == step,
             )
         )
         self._version += 1

@@ -18,6 +18,7 @@ def test_update_metrics_average_each_figure_and_keep_the_largest_gradient() -> N
         "kl_ref": [0.2, 0.2],
         "entropy": [2.0, 1.0],
         "grad_norm": [0.5, 1.5],
+        "skipped_updates": [0.0, 0.0],
     }
     out = metrics.update_metrics(stats, update_norm=0.01, lr=1e-5, with_ref=True)
     assert out == {
@@ -27,11 +28,22 @@ def test_update_metrics_average_each_figure_and_keep_the_largest_gradient() -> N
         "policy/kl_ref": 0.2,
         "policy/entropy": 1.5,
         "policy/grad_norm": 1.5,
+        "policy/skipped_updates": 0.0,
         "policy/update_norm": 0.01,
         "policy/lr": 1e-5,
     }
     assert list(out) == [f"policy/{k}" for k in metrics.UPDATE_STATS] + ["policy/update_norm", "policy/lr"]
     assert "policy/kl_ref" not in metrics.update_metrics(stats, update_norm=0.0, lr=1e-5, with_ref=False)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_gradient_is_the_steps_gradient_norm_and_its_skipped_update_is_counted(bad: float) -> None:
+    stats = {k: [0.1, 0.1, 0.1] for k in metrics.UPDATE_STATS}
+    stats["grad_norm"] = [0.5, bad, 2.0]  # max() alone would answer 2.0 or NaN by the order
+    stats["skipped_updates"] = [0.0, 1.0, 0.0]
+    out = metrics.update_metrics(stats, update_norm=0.0, lr=1e-5, with_ref=False)
+    assert not math.isfinite(out["policy/grad_norm"])
+    assert out["policy/skipped_updates"] == 1.0
 
 
 def test_response_metrics_count_tokens_and_truncations() -> None:

@@ -3,6 +3,7 @@ against the trainer's recomputation, and checkpoint save/load of the trainer."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,17 @@ def test_the_prompt_stream_is_restored_from_its_position():
     assert {p.id for p in head} <= {p.id for p in prompts}
 
 
+# train_step's hyperparameters in these tests: one epoch of two mini-batches.
+PPO: dict[str, Any] = {
+    "clip_eps": 0.2,
+    "kl_coef": 0.0,
+    "ppo_epochs": 1,
+    "mini_batches": 2,
+    "max_grad_norm": 1.0,
+    "tis_cap": 2.0,
+}
+
+
 def _trainer(model_path: str, **kw: Any) -> actors.Trainer:
     return actors.Trainer(
         model_path=model_path, device="cpu", threads=1, lr=3e-3, temperature=1.0, keep_versions=2, seed=0, **kw
@@ -137,14 +149,7 @@ def test_left_padded_batches_sample_what_each_prompt_samples_alone(model_path: s
 
 def test_a_checkpoint_restores_weights_optimizer_and_version(model_path: str, tokenizer: Any, scorer, tmp_path: Path):
     worker = actors.RolloutWorker(engine="torch", model_path=model_path, dtype="float32", device="cpu", threads=1)
-    kw: dict[str, Any] = {
-        "clip_eps": 0.2,
-        "kl_coef": 0.0,
-        "ppo_epochs": 1,
-        "mini_batches": 2,
-        "max_grad_norm": 1.0,
-        "tis_cap": 2.0,
-    }
+    kw = dict(PPO)
     warm = [
         (
             tokenizer(p.text)["input_ids"],
@@ -173,6 +178,25 @@ def test_a_checkpoint_restores_weights_optimizer_and_version(model_path: str, to
     for key in ("policy/loss", "policy/update_norm", "policy/grad_norm"):
         assert again[key] == pytest.approx(straight[key], rel=1e-6), key
     assert straight["policy/update_norm"] > 0
+
+
+def test_a_nan_loss_skips_its_update_and_leaves_weights_and_optimizer_as_they_were(
+    model_path: str, tokenizer: Any, scorer
+):
+    worker = actors.RolloutWorker(engine="torch", model_path=model_path, dtype="float32", device="cpu", threads=1)
+    kw = dict(PPO)
+    trainer = _trainer(model_path)
+    worker.load_weights(trainer.state(), trainer.version)
+    groups = _groups(worker, scorer, tokenizer, seed=0)
+    weights, optimizer = trainer.state(), trainer.optimizer_digest()
+    poisoned = trainer.train_step(groups, None, step=0, nan_loss=True, **kw)
+    assert math.isnan(poisoned["policy/loss"]) and math.isnan(poisoned["policy/grad_norm"])
+    assert poisoned["policy/skipped_updates"] == 2.0 and poisoned["policy/update_norm"] == 0.0
+    assert trainer.optimizer_digest() == optimizer
+    assert all(torch.equal(weights[name], value) for name, value in trainer.state().items())
+    assert trainer.version == 1  # the step happened; its update did not
+    after = trainer.train_step(groups, None, step=1, **kw)
+    assert math.isfinite(after["policy/loss"]) and after["policy/skipped_updates"] == 0.0
 
 
 def _same_sample(a: dict[str, Any], b: dict[str, Any]) -> bool:
