@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -143,11 +144,34 @@ def test_a_member_creates_an_eval_set_from_a_jsonl_file_after_fixing_the_line_th
     assert (SHOTS / "evalset-bad-line.png").exists() and (SHOTS / "evalset.png").exists()
 
 
+def filed_under(client: httpx.Client, team_id: int, run_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The signature each run's failure was filed under (with its rank in the team's list),
+    once the stack's triage has filed them all (a minute at most)."""
+    deadline = time.monotonic() + 60
+    filed: dict[int, dict[str, Any]] = {}
+    while time.monotonic() < deadline and len(filed) < len(run_ids):
+        listed = client.get(f"/api/v1/teams/{team_id}/failures", params={"limit": 100}).json()["results"]
+        for rank, signature in enumerate(listed):
+            detail = client.get(f"/api/v1/failures/{signature['id']}").json()
+            for failure in detail["failures"]:
+                if failure["run"] in run_ids:
+                    filed[failure["run"]] = {**signature, "rank": rank}
+        time.sleep(0.5)
+    return filed
+
+
 def test_a_person_sees_a_runs_diagnosis_and_alert_and_the_teams_failures(live: Live):
     """A run reports its staves and then a NaN loss: the diagnosis names the bounding stave, the
-    alert is raised by the stack's own Celery (its delay printed, not asserted), and a failed run
-    is filed under a signature; the page shows all three, and acknowledging the alert works."""
-    failed = live.submit({"steps": 5, "interval_s": 0.1, "fail_at_step": 2}, name="browser-failing")
+    alert is raised by the stack's own Celery (its delay printed, not asserted), and three runs
+    failed in two ways (an error raised at two different steps, a driver killed) are filed under
+    two signatures, the infra fault on top; the page shows all three, and acknowledging the alert
+    works."""
+    quick = {"steps": 5, "interval_s": 0.1, "task_cpus": 0}
+    failed = [
+        live.submit({**quick, "fail_at_step": 2}, name="browser-failing"),
+        live.submit({**quick, "fail_at_step": 1}, name="browser-failing-again"),
+        live.submit({**quick, "fail_at_step": 1, "fail_how": "kill"}, name="browser-killed"),
+    ]
     run = live.submit({"steps": 100_000, "interval_s": 0.5}, name="browser-diagnosed")
     live.wait(run["id"], {"RUNNING"})
     # (The smoke recipe reports its own time/step_s: the staves' sum stands for the step.)
@@ -166,12 +190,14 @@ def test_a_person_sees_a_runs_diagnosis_and_alert_and_the_teams_failures(live: L
                 time.sleep(0.2)
             print(f"nan_inf alert {time.monotonic() - posted:.1f} s after its point was posted")
             assert [a["first_step"] for a in alerts if a["kind"] == "nan_inf"] == [19], alerts
-            assert live.wait(failed["id"], TERMINAL)["status"] == "FAILED"
+            assert [live.wait(f["id"], TERMINAL)["status"] for f in failed] == ["FAILED"] * 3
             team = client.get("/api/v1/teams").json()
             team_id = next(t["id"] for t in (team["results"] if isinstance(team, dict) else team) if t["slug"] == "lab")
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not client.get(f"/api/v1/teams/{team_id}/failures").json()["count"]:
-                time.sleep(0.5)
+            filed = filed_under(client, team_id, [f["id"] for f in failed])
+        raised, again, killed = (filed[f["id"]] for f in failed)
+        assert raised["id"] == again["id"] != killed["id"], filed
+        assert (raised["fault"], killed["fault"], killed["cause"]) == ("workload", "infra", "killed"), filed
+        assert killed["rank"] < raised["rank"], filed  # infra faults first
         env = check_env(live, run["id"]) | {"BARREL_TEAM_ID": str(team_id), "BARREL_ALERT_KIND": "nan_inf"}
         result = subprocess.run(
             ["node", "e2e/diagnostics.mjs"], cwd=ROOT / "frontend", env=env, capture_output=True, text=True, timeout=300

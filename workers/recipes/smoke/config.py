@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from workers.recipes.base import RecipeConfig
@@ -18,5 +20,10 @@ class SmokeConfig(RecipeConfig):
         description="CPUs each task asks Ray for (num_cpus); tasks wait while the cluster has fewer free.",
     )
     fail_at_step: int | None = Field(
-        default=None, ge=0, description="Raise an error at this step, to exercise failure handling."
+        default=None, ge=0, description="Fail at this step, to exercise failure handling (see fail_how)."
+    )
+    fail_how: Literal["raise", "kill"] = Field(
+        default="raise",
+        description="How fail_at_step fails: raise an error (the workload's fault), or kill the driver "
+        "with SIGKILL as the kernel's OOM killer would (an infra fault).",
     )

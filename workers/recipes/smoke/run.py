@@ -7,7 +7,9 @@ a model. Everything is deterministic from the seed except timings and system fig
 from __future__ import annotations
 
 import math
+import os
 import random
+import signal
 import statistics
 import time
 from dataclasses import dataclass
@@ -59,8 +61,9 @@ def _rollout_task(seed: int, step: int, task: int, total_steps: int) -> list[flo
 
 
 def run(config: SmokeConfig, ctx: RunContext) -> None:
-    """Steps are numbered 0..``steps``-1 (the metric step); ``fail_at_step=N`` raises at the start
-    of step N, after steps 0..N-1 were reported."""
+    """Steps are numbered 0..``steps``-1 (the metric step); ``fail_at_step=N`` fails at the start
+    of step N, after steps 0..N-1 were reported: it raises, or with ``fail_how="kill"`` the driver
+    kills itself with SIGKILL (nothing is flushed, no traceback: as an OOM kill looks)."""
     if not ray.is_initialized():
         ray.init()
     seed = config.seed if config.seed is not None else 0
@@ -68,6 +71,8 @@ def run(config: SmokeConfig, ctx: RunContext) -> None:
     psutil.cpu_percent(interval=None)  # the first reading is meaningless; prime it
     for step in range(config.steps):
         if config.fail_at_step == step:
+            if config.fail_how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"smoke recipe failing on purpose at step {step}")
         started = time.perf_counter()
         task = _rollout_task.options(num_cpus=config.task_cpus)
