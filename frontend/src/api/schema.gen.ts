@@ -1683,6 +1683,8 @@ export interface components {
             uri: string;
             label: string;
         };
+        /** @enum {string} */
+        FailHowEnum: "raise" | "kill";
         FailureSeries: {
             /**
              * Format: date
@@ -2651,6 +2653,12 @@ export interface components {
              * @default null
              */
             fail_at_step: number | null;
+            /**
+             * Nan Loss At Step
+             * @description Make this step's loss NaN (for testing the NaN alert): like any update whose gradient is not finite, it is skipped and counted in policy/skipped_updates, and the run goes on.
+             * @default null
+             */
+            nan_loss_at_step: number | null;
         };
         /**
          * GenerateConfig
@@ -2902,10 +2910,16 @@ export interface components {
             task_cpus: number;
             /**
              * Fail At Step
-             * @description Raise an error at this step, to exercise failure handling.
+             * @description Fail at this step, to exercise failure handling (see fail_how).
              * @default null
              */
             fail_at_step: number | null;
+            /**
+             * Fail How
+             * @description How fail_at_step fails: raise an error (the workload's fault), or kill the driver with SIGKILL as the kernel's OOM killer would (an infra fault).
+             * @default raise
+             */
+            fail_how: components["schemas"]["FailHowEnum"];
         };
         /** TaskConfig */
         RecipeTaskConfig: {
