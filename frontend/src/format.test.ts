@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { formatAgo, formatDuration, runDurationMs } from "./format";
+import { formatAgo, formatDuration, plural, runDurationMs } from "./format";
 
 describe("formatDuration", () => {
   it("uses the two largest units", () => {
@@ -35,5 +35,14 @@ describe("formatAgo", () => {
     expect(formatAgo("2025-01-02T23:55:00Z", now)).toBe("5 min ago");
     expect(formatAgo("2025-01-02T21:00:00Z", now)).toBe("3 h ago");
     expect(formatAgo("2024-12-30T00:00:00Z", now)).toBe("4 d ago");
+  });
+});
+
+describe("plural", () => {
+  it("counts in the singular only for one", () => {
+    expect(plural(1, "chart")).toBe("1 chart");
+    expect(plural(0, "chart")).toBe("0 charts");
+    expect(plural(3, "chart")).toBe("3 charts");
+    expect(plural(2, "query", "queries")).toBe("2 queries");
   });
 });

@@ -1,5 +1,10 @@
 /** Formatting shared by the pages. Pure, so the tests need no DOM. */
 
+/** "1 chart", "3 charts", "0 charts": the count and its noun, plural unless the count is 1. */
+export function plural(count: number, noun: string, nouns = `${noun}s`): string {
+  return `${count} ${count === 1 ? noun : nouns}`;
+}
+
 /** "2h 03m", "4m 05s", "12s"; negative or NaN → "–". */
 export function formatDuration(ms: number): string {
   if (!Number.isFinite(ms) || ms < 0) return "–";

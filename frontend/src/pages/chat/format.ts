@@ -1,11 +1,12 @@
 import type { ChatMessage, ChatServer } from "./api";
+import { plural } from "../../format";
 
 /** "TTFT 41 ms · 38.2 tokens/s · 12 tokens" for a finished reply. */
 export function replyFigures(message: ChatMessage): string {
   const parts: string[] = [];
   if (typeof message.ttft_ms === "number") parts.push(`TTFT ${formatMs(message.ttft_ms)}`);
   if (typeof message.tokens_per_s === "number") parts.push(`${message.tokens_per_s.toFixed(1)} tokens/s`);
-  if (typeof message.tokens === "number") parts.push(`${message.tokens} token${message.tokens === 1 ? "" : "s"}`);
+  if (typeof message.tokens === "number") parts.push(plural(message.tokens, "token"));
   return parts.join(" · ");
 }
 

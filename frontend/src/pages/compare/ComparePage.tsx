@@ -6,6 +6,7 @@ import { useGroup } from "../../api/hooks";
 import type { Series } from "../../api/metrics";
 import type { RunDetail, RunGroupDetail } from "../../api/types";
 import { ErrorBox } from "../../components/ErrorBox";
+import { plural } from "../../format";
 import { StatsPanel } from "../groups/StatsPanel";
 import { alignKey, chartData, commonGrid, type ChartLayout, type SeriesTable, type SeriesView } from "./align";
 import {
@@ -128,7 +129,7 @@ function CompareRuns({ runIds, group, state, update }: CompareRunsProps) {
   const details = useRunDetails(runIds, !bulk.isPending);
   const keys = useRunKeys(runIds, !bulk.isPending);
   const loaded = details.filter((d) => !d.isPending).length + keys.filter((k) => !k.isPending).length;
-  const title = group ? group.name : `${runIds.length} run${runIds.length === 1 ? "" : "s"}`;
+  const title = group ? group.name : plural(runIds.length, "run");
 
   // The query results are new arrays on every render; the runs only change when their data does.
   const detailData = useStableList(details.map((d) => d.data));

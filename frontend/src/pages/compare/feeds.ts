@@ -1,6 +1,7 @@
 /** Which running runs a compare page follows live, over one socket, and how it is doing, in words. */
 import type { SocketState } from "../../api/liveSocket";
 import { isTerminal, type WsMessage } from "../../api/types";
+import { plural } from "../../format";
 
 /** Runs one socket follows at most (the server's limit, controlplane.runs.consumers.MAX_LIVE_RUNS). */
 export const MAX_LIVE_RUNS = 100;
@@ -42,9 +43,9 @@ export function describeFeed(state: SocketState, fed: number, running: number): 
   const capped = running > fed ? ` (the first ${fed} of ${running} running runs)` : "";
   switch (state) {
     case "up":
-      return { text: `live: ${fed} running run${fed === 1 ? "" : "s"}${capped}`, tone: "up" };
+      return { text: `live: ${plural(fed, "running run")}${capped}`, tone: "up" };
     case "connecting":
-      return { text: `connecting the live feed of ${fed} run${fed === 1 ? "" : "s"}…`, tone: "connecting" };
+      return { text: `connecting the live feed of ${plural(fed, "run")}…`, tone: "connecting" };
     case "closed":
       return { text: `live feed reconnecting…${capped}`, tone: "closed" };
     default:

@@ -8,7 +8,7 @@ import { isTerminal, type Attempt, type MetricsResponse, type RunDetail } from "
 import { ErrorBox } from "../../components/ErrorBox";
 import { StatusBadge } from "../../components/StatusBadge";
 import { useNow } from "../../components/useNow";
-import { formatDateTime, formatDuration, runDurationMs } from "../../format";
+import { formatDateTime, formatDuration, plural, runDurationMs } from "../../format";
 import { ArtifactsPanel } from "./ArtifactsPanel";
 import { shortCode, waitingParts } from "./attempts";
 import {
@@ -372,7 +372,7 @@ function Charts({ runId, projectId, attempts }: { runId: number; projectId: numb
               >
                 {folded ? "▸" : "▾"} {group.namespace}
               </button>{" "}
-              <span className="muted small">{group.keys.length} charts</span>
+              <span className="muted small">{plural(group.keys.length, "chart")}</span>
             </h2>
             {folded ? null : (
               <div className="chart-grid">

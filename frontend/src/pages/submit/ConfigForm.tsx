@@ -21,6 +21,7 @@ import {
   type FormSpec,
   type Section,
 } from "./schemaForm";
+import { plural } from "../../format";
 
 /** The select option that stands for JSON null. */
 const UNSET = "\u0000unset";
@@ -79,12 +80,12 @@ function ConfigSection({ section, ...props }: ConfigFormProps & { section: Secti
           <span aria-hidden="true">{open ? "▾" : "▸"}</span> <code>{sectionLabel(section.path)}</code>
         </button>
         <span className="muted small">
-          {section.fields.length} field{section.fields.length === 1 ? "" : "s"}
+          {plural(section.fields.length, "field")}
           {changed > 0 ? ` · ${changed} changed` : ""}
         </span>
         {problems > 0 ? (
           <span className="cfg-problems small">
-            {problems} problem{problems === 1 ? "" : "s"}
+            {plural(problems, "problem")}
           </span>
         ) : null}
       </h3>

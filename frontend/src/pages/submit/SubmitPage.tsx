@@ -3,6 +3,7 @@ import { Link, useNavigate, useSearchParams } from "react-router";
 
 import { ApiError } from "../../api/client";
 import { ErrorBox } from "../../components/ErrorBox";
+import { plural } from "../../format";
 import { FieldError, FormError } from "../evals/forms";
 import {
   mayRetry,
@@ -411,7 +412,7 @@ function SubmitForm({
   };
 
   const submitLabel = sweep
-    ? `Submit sweep${size ? ` (${size.runs} run${size.runs === 1 ? "" : "s"})` : ""}`
+    ? `Submit sweep${size ? ` (${plural(size.runs, "run")})` : ""}`
     : source
       ? `Clone run #${source.id}`
       : "Submit run";

@@ -9,6 +9,8 @@
  * whose default is something else), anything else is parsed by the field's type.
  */
 
+import { plural } from "../../format";
+
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
@@ -455,7 +457,7 @@ export function readField(field: Field, draft: Draft | undefined, sweep = false)
       values.push(read.value);
     }
     if (field.minItems !== undefined && values.length < field.minItems) {
-      return { state: "invalid", error: `give at least ${field.minItems} value${field.minItems === 1 ? "" : "s"}` };
+      return { state: "invalid", error: `give at least ${plural(field.minItems, "value")}` };
     }
     if (field.maxItems !== undefined && values.length > field.maxItems) {
       return { state: "invalid", error: `give at most ${field.maxItems} values` };
@@ -775,8 +777,8 @@ export function sweepSize(grid: Record<string, Json[]>, seeds: number): SweepSiz
 /** "2 × 3 seeds = 6 runs"; "1 seed = 1 run" with nothing swept. */
 export function describeRunCount(grid: Record<string, Json[]>, seeds: number): string {
   const { factors, runs } = sweepSize(grid, seeds);
-  const seedText = `${seeds} seed${seeds === 1 ? "" : "s"}`;
-  return `${[...factors.map(String), seedText].join(" × ")} = ${runs} run${runs === 1 ? "" : "s"}`;
+  const seedText = plural(seeds, "seed");
+  return `${[...factors.map(String), seedText].join(" × ")} = ${plural(runs, "run")}`;
 }
 
 /** A seed count as typed: a whole number from 1 to MAX_SEEDS. */
