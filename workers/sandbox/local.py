@@ -273,6 +273,14 @@ def _child_setup(
     return setup
 
 
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _rmtree(path: str) -> None:
     def retry(func: Callable[..., Any], p: str, _exc: Any) -> None:
         try:
@@ -302,6 +310,7 @@ class LocalSandbox:
         bwrap: str = BWRAP,
         python: str = PYTHON,
         uid: int = NOBODY,
+        pids_cgroup: bool = True,
         workdir_root: str | None = None,
     ) -> None:
         self.limits = limits or Limits()
@@ -312,6 +321,9 @@ class LocalSandbox:
         self.probe = probe(bwrap, python)
         self._root = os.geteuid() == 0
         self.uid = uid if self._root else None
+        # Joining a cgroup v1 costs the launch ~15 ms (the kernel waits for an RCU grace period);
+        # without it the process limit is RLIMIT_NPROC of the unprivileged uid (see _enforced).
+        self.pids_cgroup = self.probe.pids_cgroup if pids_cgroup else None
         forced = Tier(tier) if tier is not None else None
         if forced is Tier.UNCONFINED and not allow_unconfined:
             raise ValueError("the unconfined tier runs untrusted code without isolation: pass allow_unconfined=True")
@@ -353,9 +365,9 @@ class LocalSandbox:
                 "cleanup of processes that leave the session",
             ]
         enforced += ["cpu_s (per process)", "memory_bytes (address space per process)", "max_file_bytes", "open_files"]
-        if self.probe.pids_cgroup is not None:
+        if self.pids_cgroup is not None:
             enforced.append("max_processes (pids cgroup)")
-        elif self.uid is not None or not self._root:
+        elif self.program_uid() is not None or not self._root:
             enforced.append("max_processes (RLIMIT_NPROC, counted per uid across concurrent executions)")
         else:
             missing.append("max_processes")
@@ -365,7 +377,7 @@ class LocalSandbox:
         else:
             (enforced if self.probe.netns_ok else missing).append("network")
             missing.append("filesystem (host files readable as the program's user)")
-            if self.probe.pids_cgroup is not None:
+            if self.pids_cgroup is not None:
                 enforced.append("cleanup (pids cgroup sweep)")
             else:
                 missing.append("cleanup of processes that leave the session")
@@ -382,7 +394,7 @@ class LocalSandbox:
             "reason_for_fallback": self.fallback_reason,
             "unavailable": self.unavailable,
             "uid": self.uid if self.uid is not None else os.geteuid(),
-            "pids_cgroup": str(self.probe.pids_cgroup or ""),
+            "pids_cgroup": str(self.pids_cgroup or ""),
             "pids_cgroup_error": self.probe.pids_cgroup_error,
             "limits": {k: getattr(self.limits, k) for k in self.limits.__dataclass_fields__},
             "enforced": enforced,
@@ -411,10 +423,10 @@ class LocalSandbox:
         try:
             try:
                 self._write_files(work, program.files)
-                if self.tier is not Tier.UNCONFINED and self.probe.pids_cgroup is not None:
+                if self.tier is not Tier.UNCONFINED and self.pids_cgroup is not None:
                     extra = BWRAP_OWN_PROCESSES if self.tier is Tier.BUBBLEWRAP else 0
                     n = None if limits.max_processes is None else limits.max_processes + extra
-                    cgroup = _Cgroup(self.probe.pids_cgroup, n)
+                    cgroup = _Cgroup(self.pids_cgroup, n)
             except OSError as e:
                 return _failed(Outcome.START_FAILURE, f"preparing the sandbox: {e}", self.tier)
             return _Execution(self, program, limits, work, cgroup).run()
@@ -610,11 +622,13 @@ class _Execution:
         if self.cgroup is not None:
             return self.cgroup.sweep(deadline)
         if self.tier is Tier.BUBBLEWRAP:
-            # The pid namespace's init is gone with its namespace; wait until it is reaped.
+            # Every process of the pid namespace has ended once its init has (bwrap's monitor leaves
+            # the init's zombie to the host's init to reap).
             m = re.search(rb'"child-pid":\s*(\d+)', self.status)
-            if m:
-                while Path(f"/proc/{int(m.group(1))}").exists() and time.monotonic() < deadline:
-                    time.sleep(0.002)
+            while m and _alive(int(m.group(1))):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.002)
         return True
 
     def _classify(self, status: int, rusage: Any, t0: float, t1: float, clean: bool) -> ExecResult:
