@@ -3,7 +3,8 @@
 /**
  * Browser check of comparing a sweep's configs: from Groups to the group's page, asks whether
  * the sweep's grid field makes a difference on reward/mean and reads the verdict, the groups'
- * intervals and the warnings (screenshot group-compare.png, 1280 px wide).
+ * intervals and the warnings (screenshot group-compare.png, 1280 px wide); then the group's
+ * diagnostics panel names the stave that bounds its runs (group-diagnostics.png).
  *
  *   BARREL_URL=http://127.0.0.1:8000 BARREL_USER=demo BARREL_PASSWORD=... BARREL_GROUP_ID=3 \
  *   BARREL_SCREENSHOT_DIR=/tmp/shots node e2e/compare.mjs
@@ -54,6 +55,21 @@ async function main() {
     await page.setViewportSize({ width: 1280, height: 900 });
     await noHorizontalScroll(page);
     await page.screenshot({ path: path.join(shots, "group-compare.png"), fullPage: true });
+    // The group's diagnostics: the runs' diagnoses are folded by the stack's Celery a moment
+    // after their points arrive, so the page is read again until every run is counted.
+    const bounding = page.locator('[data-testid="group-bounding"]');
+    const deadline = Date.now() + 60_000;
+    let said = "";
+    while (Date.now() < deadline) {
+      said = await bounding.innerText({ timeout: 15_000 }).catch(() => "");
+      if (said.startsWith("Bounded by") && !said.includes("without step times")) break;
+      await page.waitForTimeout(1000);
+      await page.reload({ waitUntil: "domcontentloaded" });
+    }
+    console.log(`BOUNDING ${said}`);
+    const panel = page.locator('[data-testid="group-diagnostics"]');
+    await panel.scrollIntoViewIfNeeded();
+    await panel.screenshot({ path: path.join(shots, "group-diagnostics.png") });
     noPageErrors(errors);
   } finally {
     await browser.close();

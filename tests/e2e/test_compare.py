@@ -41,6 +41,17 @@ def test_a_person_compares_a_sweeps_configs_and_reads_the_verdict(live: Live) ->
             steps = list(range(50))
             values = [round(top * (1 - np.exp(-s / 10)) + float(rng.normal(0, 0.01)), 4) for s in steps]
             series = [{"key": "reward/mean", "steps": steps, "values": values}]
+            # Step times too, as a sync run's, so the group page's diagnostics have staves to
+            # weigh: the trainer waits for rollout and reward, which take most of every step.
+            rollout = 2.0 if top == 0.6 else 1.5
+            staves = {
+                "time/rollout_s": rollout,
+                "time/reward_s": 0.2,
+                "idle/trainer_wait_s": rollout + 0.2,
+                "time/train_s": 0.5,
+                "time/step_s": rollout + 0.7,
+            }
+            series += [{"key": k, "steps": steps, "values": [v] * len(steps)} for k, v in staves.items()]
             written = client.post(f"/api/v1/runs/{run['id']}/metrics", json={"series": series})
             assert written.status_code == 200, written.text
     env = check_env(live, group["runs"][0]["id"]) | {"BARREL_GROUP_ID": str(group["id"])}
@@ -58,6 +69,9 @@ def test_a_person_compares_a_sweeps_configs_and_reads_the_verdict(live: Live) ->
         "WARNING group tasks_per_step=2 has 3 runs: fewer than 5, its spread is a guess",
     ]
     assert (SHOTS / "group-compare.png").exists()
+    bounding = [line for line in result.stdout.splitlines() if line.startswith("BOUNDING ")]
+    assert bounding == ["BOUNDING Bounded by rollout: it bounds 6 of the 6 runs."], result.stdout
+    assert (SHOTS / "group-diagnostics.png").exists()
 
     # The group's points as CSV, streamed by the real server: 6 runs x 50 steps of reward/mean.
     with live.client() as client:

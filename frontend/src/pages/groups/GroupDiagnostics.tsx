@@ -4,6 +4,7 @@ import { apiRequest } from "../../api/client";
 import { queryKeys } from "../../api/queryKeys";
 import type { components } from "../../api/schema.gen";
 import { ErrorBox } from "../../components/ErrorBox";
+import { plural } from "../../format";
 import { SCORE_FIGURES, StaveCell } from "../run/DiagnosticsPanel";
 import { formatSeconds, formatShare } from "../run/diagnostics";
 
@@ -19,7 +20,7 @@ export function useGroupScorecard(groupId: number) {
 
 /** "train bounds 2 of 3 runs", or why there is no bounding stave. */
 export function describeGroupBounding(barrel: GroupScorecard["barrel"]): string {
-  const of = `${barrel.runs} run${barrel.runs === 1 ? "" : "s"}`;
+  const of = plural(barrel.runs, "run");
   if (barrel.runs === 0) return "No run has reported its step times yet.";
   const left = barrel.runs_without_staves ? ` (${barrel.runs_without_staves} without step times left out)` : "";
   if (barrel.bounding === null) return `No stave bounds any of the ${of}${left}.`;
