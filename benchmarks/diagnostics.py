@@ -8,15 +8,23 @@ Batches of 1,000 points (`--keys` keys of the GRPO recipe's, diagnosed ones and 
 controlplane.metrics.services.metrics_ingest, in-process, each committed:
 
 - baseline: the diagnostics receiver disconnected (ingest as it was);
-- diagnostics: the receiver connected (numpy filter, one msgpack blob to Redis, the update
-  scheduled on a queue of the benchmark's own that no worker reads), and the update task's fold
-  (`update_run`: pop, fold into the state, rebuild the report, save) run after EVERY batch, timed
-  apart: the worst case, where the debounce folds nothing together.
+- diagnostics: the receiver connected (on the request: the batch's columns queued for the feed's
+  thread; on that thread: the numpy filter, one msgpack blob, one Redis pipeline, the update
+  scheduled on a queue of the benchmark's own that no worker reads), and the update task
+  (`update_run`: pop, fold into the state, alerts, save) run in this process as a worker runs it,
+  its in-memory state kept from one update to the next as a worker's is, either after EVERY
+  batch (`--bursts 1`, the worst case, where the debounce folds nothing together) or as the feed
+  schedules it (`0`: once DEBOUNCE_S after the first batch not yet folded).
 
-Printed: per mode, the median ingest time of a batch; the receiver's median time and the fold's;
-and the incremental update (receiver + fold) as a percentage of the baseline's median ingest
-time. The two modes alternate batch by batch on two runs of their own, so both see the same
-machine load; each trial starts new runs.
+Printed: per mode, the median ingest time of a batch; the receiver's median time (the request's
+share) and, per batch, its share of the feed thread's work and of the update that folded it;
+and the incremental update (receiver + thread + update) as a percentage of the baseline's median
+ingest time, in wall and in CPU time. The two modes alternate batch by batch on two runs of their
+own, so both see the same machine load; each trial starts new runs.
+
+Then (`--alert-trials`, 5 by default) the alert bound: with a Celery worker started as devstack
+starts it, batches keep coming every 50 ms; one carries a NaN policy/loss point, and the time
+from its ingest to its nan_inf alert's row is printed (median and max; the target is 10 s).
 """
 
 from __future__ import annotations
@@ -123,6 +131,51 @@ def make_batch(keys: list[str], first_step: int, points: int, rng: np.random.Gen
     ), steps_per_batch
 
 
+def alert_delays(keys: list[str], trials: int, rng: np.random.Generator) -> list[float]:
+    """Seconds from a NaN policy/loss point's ingest to its nan_inf alert's row, with a Celery
+    worker as devstack starts it (threads, 4) reading the benchmark's queue, while batches of
+    1,000 points keep coming every 50 ms (the reporter of a fast run); one new run per trial."""
+    import subprocess
+    import sys
+
+    from controlplane.diagnostics import feed
+    from controlplane.diagnostics.models import Alert
+    from controlplane.metrics.services import metrics_ingest
+
+    feed._redis().delete(QUEUE)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    celery = os.path.join(os.path.dirname(sys.executable), "celery")
+    args = [celery, "-A", "controlplane", "worker", "-Q", QUEUE, "--pool=threads", "--concurrency=4"]
+    worker = subprocess.Popen([*args, "--loglevel=WARNING"], env=env)
+    delays: list[float] = []
+    loss = keys.index("policy/loss")
+    try:
+        time.sleep(3.0)  # the worker connects
+        for _ in range(trials):
+            (run,) = make_runs(1)
+            step, nan_at, arrived = 0, 8, 0.0
+            for i in range(400):
+                batch, advance = make_batch(keys, step, 1000, rng)
+                if i == nan_at:  # the batch's first policy/loss point is NaN
+                    batch.values[loss] = float("nan")
+                step += advance
+                started = time.perf_counter()
+                metrics_ingest(run_id=run.id, points=batch)
+                if i == nan_at:
+                    arrived = started
+                if i >= nan_at and Alert.objects.filter(run_id=run.id, kind="nan_inf").exists():
+                    delays.append(time.perf_counter() - arrived)
+                    break
+                time.sleep(0.05)
+            else:
+                raise RuntimeError(f"no nan_inf alert on run {run.id} within 20 s")
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        feed._redis().delete(QUEUE)
+    return delays
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=200, help="batches per mode, burst size and trial")
@@ -134,6 +187,12 @@ def main() -> None:
         default="1,0",
         help="batches folded by one update: 1 = after every batch (the worst case); 0 = as the feed "
         "schedules it, once DEBOUNCE_S after the first batch not yet folded",
+    )
+    parser.add_argument(
+        "--alert-trials",
+        type=int,
+        default=5,
+        help="runs on which the delay from a NaN loss point to its alert is measured, with a Celery worker (0: none)",
     )
     add_place_options(parser)
     args = parser.parse_args()
@@ -150,21 +209,21 @@ def main() -> None:
 
     pusher_s: list[float] = []
     pusher_cpu: list[float] = []
-    push = feed.push
+    send = feed._pusher._send
 
     def timed_receiver(sender: Any, **kwargs: Any) -> None:
         started = time.perf_counter()
         feed.on_points_stored(sender, **kwargs)
         receiver_s.append(time.perf_counter() - started)
 
-    def timed_push(run_id: int, *blobs: bytes) -> bool:
+    def timed_send(items: list[Any]) -> None:
         started, cpu = time.perf_counter(), time.thread_time()
-        scheduled = push(run_id, *blobs)
+        send(items)
         pusher_s.append(time.perf_counter() - started)
         pusher_cpu.append(time.thread_time() - cpu)
-        return scheduled
 
-    feed.push = timed_push  # type: ignore[assignment]  # the pusher thread's Redis work, timed
+    # The pusher thread's work (filter, encode, one Redis pipeline, the update's scheduling), timed.
+    feed._pusher._send = timed_send  # type: ignore[method-assign]
 
     points_stored.disconnect(dispatch_uid="diagnostics.feed")
     bursts = [int(b) for b in args.bursts.split(",")]
@@ -174,6 +233,7 @@ def main() -> None:
     fold_s: dict[int, list[float]] = {b: [] for b in bursts}
     per_fold: dict[int, list[int]] = {b: [] for b in bursts}
     cpu_s: dict[int, list[float]] = {b: [] for b in bursts}
+    thread_cpu: dict[int, list[float]] = {b: [] for b in bursts}
     for trial in range(args.trials):
         for burst in bursts:
             base_run, diag_run = make_runs(2)
@@ -208,12 +268,13 @@ def main() -> None:
                 fold_cpu = time.thread_time() - cpu
                 timed = min(batches, done + batches - warm)
                 if timed > 0:
-                    # Per batch: its receiver, and its share of the pusher's Redis work and of
+                    # Per batch: its receiver, and its share of the feed thread's work and of
                     # the update that folded it.
                     shared = (sum(pusher_s) + fold) / batches
                     recv_s[burst].extend(receiver_s[-timed:])
                     fold_s[burst].extend([shared] * timed)
                     cpu_s[burst].extend([(sum(pusher_cpu) + fold_cpu) / batches] * timed)
+                    thread_cpu[burst].extend([sum(pusher_cpu) / batches] * timed)
                     per_fold[burst].append(batches)
                 done += batches
         print(f"trial {trial + 1}: {args.batches} batches of {args.points} points a mode and burst size", flush=True)
@@ -238,19 +299,27 @@ def main() -> None:
         rows = [
             ("ingest, baseline (no diagnostics)", base_s[burst]),
             ("ingest, diagnostics receiver connected", with_s[burst]),
-            ("  receiver (filter + Redis + schedule)", recv_s[burst]),
-            ("  Redis push (thread) + update task, per batch", fold_s[burst]),
-            ("  incremental update (receiver + fold)", update),
-            ("  the same, CPU time (receiver + push + fold)", cpu_update),
+            ("  receiver, on the request (a queue put)", recv_s[burst]),
+            ("  feed thread + update task, per batch", fold_s[burst]),
+            ("  incremental update (receiver + thread + fold)", update),
+            ("  the same, CPU time (receiver + thread + fold)", cpu_update),
+            ("    of which the feed thread's CPU time", thread_cpu[burst]),
         ]
         for name, values in rows:
             print(f"{name:<48}{median(values) * ms:>12.3f}{np.percentile(values, 90) * ms:>10.3f}")
         receiver_share, push_fold_share = median(recv_s[burst]) / base_median, median(fold_s[burst]) / base_median
         print(
             f"incremental update per batch: {median(update) / base_median:.1%} of the baseline ingest time "
-            f"(receiver {receiver_share:.1%}, push + fold {push_fold_share:.1%}); target <= 5%"
+            f"(receiver {receiver_share:.1%}, thread + fold {push_fold_share:.1%}); target <= 5%"
         )
         print(f"  in CPU time: {median(cpu_update) / base_median:.1%} of the baseline ingest time")
+    if args.alert_trials:
+        delays = alert_delays(keys, args.alert_trials, rng)
+        print()
+        print(
+            f"nan_inf alert after its point arrived, with a Celery worker: median {median(delays):.2f} s, "
+            f"max {max(delays):.2f} s over {len(delays)} runs; target <= 10 s"
+        )
 
 
 if __name__ == "__main__":

@@ -250,36 +250,41 @@ def _reward_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float],
     steps, values = _finite_points(new, "reward/mean")
     sigmas = _noise_sigmas(s, values)
     smoothed = _Ema.series(s, values, t["smooth_span"])
+    base = s.setdefault("base", [])
+    # A step at a time (the peak, and the steps below it, carry over), in locals: written back below.
+    peak, peak_step, below, fired = s.get("peak", -math.inf), s.get("peak_step"), s.get("below"), s.get("fired_peak")
+    baseline = sum(base) / len(base) if len(base) >= t["baseline_steps"] else None
+    min_gain, drop, sustain = t["collapse_min_gain"], t["reward_collapse_drop"], t["sustain_steps"]
     for step, value, sigma, smooth in zip(
         steps.tolist(), values.tolist(), sigmas.tolist(), smoothed.tolist(), strict=True
     ):
-        base = s.setdefault("base", [])
-        if len(base) < t["baseline_steps"]:
+        if baseline is None:
             base.append(value)
+            if len(base) >= t["baseline_steps"]:
+                baseline = sum(base) / len(base)
             continue
-        if smooth > s.get("peak", -math.inf):
-            s["peak"], s["peak_step"], s["below"] = smooth, step, 0
+        if smooth > peak:
+            peak, peak_step, below = smooth, step, 0
             continue
-        baseline = sum(base) / len(base)
-        gain = s["peak"] - baseline
-        if gain <= t["collapse_min_gain"] * sigma or gain <= 0:
+        gain = peak - baseline
+        if gain <= min_gain * sigma or gain <= 0:
             continue
-        if s["peak"] - smooth > t["reward_collapse_drop"] * gain:
-            s["below"] = s.get("below", 0) + 1
-        else:
-            s["below"] = 0
-        if s["below"] >= t["sustain_steps"] and s.get("fired_peak") != s["peak_step"]:
-            s["fired_peak"] = s["peak_step"]
+        below = (below or 0) + 1 if peak - smooth > drop * gain else 0
+        if below >= sustain and fired != peak_step:
+            fired = peak_step
             out.add(
                 "reward_collapse",
-                f"reward_collapse:{s['peak_step']}",
-                f"reward/mean collapsed: it rose from {_fmt(baseline)} to {_fmt(s['peak'])} (smoothed) by step "
-                f"{s['peak_step']}, then fell to {_fmt(smooth)} by step {step}, losing "
-                f"{_fmt((s['peak'] - smooth) / gain * 100)}% of its gain.",
-                int(s["peak_step"]),
+                f"reward_collapse:{peak_step}",
+                f"reward/mean collapsed: it rose from {_fmt(baseline)} to {_fmt(peak)} (smoothed) by step "
+                f"{peak_step}, then fell to {_fmt(smooth)} by step {step}, losing "
+                f"{_fmt((peak - smooth) / gain * 100)}% of its gain.",
+                int(peak_step),
                 step,
-                details={"baseline": baseline, "peak": s["peak"], "now": smooth},
+                details={"baseline": baseline, "peak": peak, "now": smooth},
             )
+    for name, value in (("peak", peak), ("peak_step", peak_step), ("below", below), ("fired_peak", fired)):
+        if value is not None and value != -math.inf:
+            s[name] = value
 
 
 def _entropy_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
@@ -316,7 +321,10 @@ def _spikes(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Rai
         steps, values = _finite_points(new, key)
         s = state.setdefault("spikes", {}).setdefault(key, {})
         window = s.setdefault("w", [])
-        med, mad = dx.trailing_median_mad(np.asarray(window, dtype=np.float64), values, WINDOW, 10)
+        # Only a value above the floor (the limit's least) can spike: the others' windows are not read.
+        med, mad = dx.trailing_median_mad(
+            np.asarray(window, dtype=np.float64), values, WINDOW, 10, only=values > t[floor]
+        )
         limits = np.maximum.reduce(
             [np.full(len(values), t[floor]), t["spike_ratio"] * med, med + t["spike_k"] * MAD_SIGMA * mad]
         )

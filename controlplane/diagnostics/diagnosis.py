@@ -241,17 +241,28 @@ def _fold_buckets(buckets: dict[str, Any], key: str, s: np.ndarray, v: np.ndarra
 
 
 def trailing_median_mad(
-    kept: np.ndarray, new: np.ndarray, size: int, min_points: int, *, inclusive: bool = False, mad: bool = True
+    kept: np.ndarray,
+    new: np.ndarray,
+    size: int,
+    min_points: int,
+    *,
+    inclusive: bool = False,
+    mad: bool = True,
+    only: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """For each new value, the median (and the median absolute deviation, if `mad`) of the `size`
     values before it (through it, if `inclusive`), reading the values `kept` from earlier updates
-    first; NaN where fewer than `min_points` values precede it. Vectorised over the full windows;
-    a window still filling (a run's first points) is computed one by one."""
+    first; NaN where fewer than `min_points` values precede it, and where `only` (a mask over
+    `new`) is False: a caller that can rule a value out without its window asks for the others'.
+    Vectorised over the full windows; a window still filling (a run's first points) is computed
+    one by one."""
     full = np.concatenate([kept[-size:] if size else kept[:0], new])
     n = len(new)
     end = np.arange(len(full) - n, len(full)) + (1 if inclusive else 0)
     begin = np.maximum(0, end - size)
     medians, mads = np.full(n, np.nan), np.full(n, np.nan)
+    if only is not None:
+        begin = np.where(only, begin, end)  # an empty window: below min_points, and not whole
     whole = np.flatnonzero(end - begin == size)
     if len(whole):
         windows = np.lib.stride_tricks.sliding_window_view(full, size)[begin[whole]]
@@ -271,7 +282,11 @@ def _fold_engine(state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping
     window: list[list[float]] = state["engine_window"]
     flags: list[dict[str, Any]] = state["engine_flags"]
     kept = np.asarray([w[1] for w in window], dtype=np.float64)
-    medians, mads = trailing_median_mad(kept, v, ENGINE_WINDOW, SPIKE_MIN_POINTS)
+    over = v > t["engine_kl_threshold"]
+    # A spike is above engine_kl_spike_min (the limit's floor) and not over the threshold: the
+    # trailing windows of the other values are never read.
+    candidates = ~over & (v > t["engine_kl_spike_min"])
+    medians, mads = trailing_median_mad(kept, v, ENGINE_WINDOW, SPIKE_MIN_POINTS, only=candidates)
     limit = np.maximum.reduce(
         [
             np.full(len(v), t["engine_kl_spike_min"]),
@@ -279,7 +294,6 @@ def _fold_engine(state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping
             medians + t["spike_k"] * MAD_SIGMA * mads,
         ]
     )
-    over = v > t["engine_kl_threshold"]
     spike = ~over & ~np.isnan(medians) & (v > limit)
     new_flags = [
         {"step": int(s[i]), "engine_kl": float(v[i]), "why": "threshold" if over[i] else "spike"}
@@ -306,16 +320,27 @@ def _fold_signal(state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping
     values = np.concatenate([np.asarray([w[1] for w in kept], dtype=np.float64), v])
     # The mean of the n values through each new one (where n are there), by cumulative sums.
     sums = np.cumsum(np.concatenate([[0.0], values]))
-    for i in range(max(len(kept), n - 1), len(values)):  # a comparison a step: cheap
-        mean = float(sums[i + 1] - sums[i + 1 - n]) / n
-        signal["mean"] = mean
+    at = np.arange(max(len(kept), n - 1), len(values))
+    means = (sums[at + 1] - sums[at + 1 - n]) / n
+    # The flag goes on above frac and off below frac / 2: jump from one change to the next.
+    rises, falls = np.flatnonzero(means > frac), np.flatnonzero(means < frac / 2)
+    pos = 0
+    while True:
+        changes = falls if signal["on"] else rises
+        k = int(np.searchsorted(changes, pos))
+        if k == len(changes):
+            break
+        pos = int(changes[k])
+        i = int(at[pos])
         if signal["on"]:
-            if mean < frac / 2:
-                signal["on"], signal["since"] = False, None
-        elif mean > frac:
+            signal["on"], signal["since"] = False, None
+        else:
             first = int(steps[i + 1 - n])
             signal["on"], signal["since"] = True, first
-            started.append({"first": first, "last": int(steps[i]), "mean": mean})
+            started.append({"first": first, "last": int(steps[i]), "mean": float(means[pos])})
+        pos += 1
+    if len(means):
+        signal["mean"] = float(means[-1])
     state["signal_window"] = [
         [int(a), float(b)] for a, b in zip(steps[-n:].tolist(), values[-n:].tolist(), strict=True)
     ]

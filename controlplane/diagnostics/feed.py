@@ -4,8 +4,9 @@ from ingest to the incremental updater (controlplane.diagnostics.tasks) through 
 1. controlplane.metrics sends `points_stored` after a batch commits (a lower layer cannot call
    diagnostics); `on_points_stored` (connected in DiagnosticsConfig.ready) keeps the points of the
    keys in DIAGNOSED_PREFIXES, and every key whose batch holds a NaN or ±Inf (for alerts), with
-   numpy, encodes them as one compact msgpack blob and hands it to a thread of the process, which
-   appends it to the run's pending list in Redis (the request never waits on Redis).
+   numpy, encodes them as one compact msgpack blob and appends it to the run's pending list in
+   Redis, all on a thread of the process: the request only queues the batch's columns for it
+   (it never waits on Redis nor spends the filter's CPU).
 2. That thread schedules `diagnostics.update_run(run_id)` at most once per DEBOUNCE_S per run (a Redis SET
    NX key the task clears when it starts), so a burst of batches is folded in once.
 3. The task pops everything pending (`pop_pending`) as NewPoints: per key, the new points in
@@ -113,7 +114,15 @@ def last_points(run_ids: list[int]) -> dict[int, float]:
 
 
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL)
+    """The process's client of settings.REDIS_URL: one connection pool, reused (a new client per
+    call connected anew and read the package's metadata, ~3 ms on each update and push); redis-py's
+    pool is thread-safe and reconnects after a fork."""
+    return _client(settings.REDIS_URL)
+
+
+@lru_cache(maxsize=8)
+def _client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url)
 
 
 @lru_cache(maxsize=65_536)
@@ -168,22 +177,26 @@ def push(run_id: int, *blobs: bytes) -> bool:
     """Append blobs to the run's pending list; True when this call should schedule the task
     (no update is scheduled for the run yet)."""
     pipe = _redis().pipeline(transaction=False)
+    _push_commands(pipe, run_id, list(blobs))
+    _, _, scheduled = pipe.execute()
+    return bool(scheduled)
+
+
+def _push_commands(pipe: Any, run_id: int, blobs: list[bytes]) -> None:
+    """push's three commands, on a pipeline (the last one's reply: whether to schedule)."""
     pipe.rpush(pending_key(run_id), *blobs)
     pipe.ltrim(pending_key(run_id), -MAX_PENDING_BATCHES, -1)
     pipe.set(schedule_key(run_id), b"1", nx=True, px=SCHEDULE_TTL_MS)
-    _, _, scheduled = pipe.execute()
-    return bool(scheduled)
 
 
 def pop_pending(run_id: int) -> NewPoints:
     """Take everything pending for the run (clearing its schedule key first, so a batch pushed
     from now on schedules another update) and merge it into NewPoints."""
-    r = _redis()
-    r.delete(schedule_key(run_id))
-    pipe = r.pipeline(transaction=True)
+    pipe = _redis().pipeline(transaction=True)  # one round trip, in this order
+    pipe.delete(schedule_key(run_id))
     pipe.lrange(pending_key(run_id), 0, -1)
     pipe.delete(pending_key(run_id))
-    blobs, _ = pipe.execute()
+    _, blobs, _ = pipe.execute()
     return merge(run_id, [decode(b) for b in blobs])
 
 
@@ -219,30 +232,40 @@ def merge(run_id: int, parts: list[tuple[list[str], np.ndarray, np.ndarray, np.n
     )
 
 
-class _Pusher:
-    """Hands blobs to Redis on a thread of its own (one per process, started on first use and
-    again after a fork), so an ingest request never waits on Redis: what queued up meanwhile goes
-    in one pipeline per run. Bounded: past MAX_QUEUED blobs (Redis down or slow), new ones are
-    dropped with a warning; diagnostics miss those points, ingest does not."""
+# A stored batch's columns, as points_stored sends them: (names, key_index, steps, values).
+Columns = tuple[list[str], Any, Any, Any]
 
-    MAX_QUEUED = 10_000
+
+class _Pusher:
+    """Filters, encodes and hands batches to Redis on a thread of its own (one per process,
+    started on first use and again after a fork), so an ingest request neither waits on Redis nor
+    spends the filter's CPU: what queued up meanwhile goes in one pipeline. Bounded: past
+    MAX_QUEUED_POINTS queued points (Redis down or slow), new batches are dropped with a warning;
+    diagnostics miss those points, ingest does not."""
+
+    MAX_QUEUED_POINTS = 2_000_000
 
     def __init__(self) -> None:
-        self.queue: queue.Queue[tuple[int, bytes]] = queue.Queue(maxsize=self.MAX_QUEUED)
+        self.queue: queue.Queue[tuple[int, Columns]] = queue.Queue()
+        self.queued_points = 0
         self.pid = 0
         self.lock = threading.Lock()
 
-    def put(self, run_id: int, blob: bytes) -> None:
+    def put(self, run_id: int, columns: Columns) -> None:
         if self.pid != os.getpid():
             with self.lock:
                 if self.pid != os.getpid():
-                    self.queue = queue.Queue(maxsize=self.MAX_QUEUED)
+                    self.queue = queue.Queue()
+                    self.queued_points = 0
                     threading.Thread(target=self._loop, name="diagnostics-feed", daemon=True).start()
                     self.pid = os.getpid()
-        try:
-            self.queue.put_nowait((run_id, blob))
-        except queue.Full:
-            logger.warning("diagnostics feed full: a batch of run %s not queued", run_id)
+        points = len(columns[2])
+        with self.lock:
+            if self.queued_points + points > self.MAX_QUEUED_POINTS:
+                logger.warning("diagnostics feed full: a batch of run %s not queued", run_id)
+                return
+            self.queued_points += points
+        self.queue.put_nowait((run_id, columns))
 
     def _loop(self) -> None:
         q = self.queue
@@ -255,32 +278,57 @@ class _Pusher:
                     items.append(q.get_nowait())
                 except queue.Empty:
                     break
-            by_run: dict[int, list[bytes]] = {}
-            for run_id, blob in items:
-                by_run.setdefault(run_id, []).append(blob)
             try:
-                pipe = _redis().pipeline(transaction=False)
-                now = f"{time.time():.3f}"
-                for run_id in by_run:
-                    pipe.set(last_point_key(run_id), now, ex=LAST_POINT_TTL_S)
-                pipe.execute()
-            except (redis.exceptions.RedisError, OSError) as exc:
-                logger.warning("diagnostics feed: last points not set: %s", exc)
-            for run_id, blobs in by_run.items():
-                blobs = [b for b in blobs if b]  # b"": a batch with no diagnosed point
-                if not blobs:
-                    continue
-                try:
-                    if push(run_id, *blobs):
-                        from controlplane.diagnostics.tasks import update_run
+                self._send(items)
+            finally:
+                with self.lock:
+                    self.queued_points -= sum(len(columns[2]) for _, columns in items)
+                for _ in items:
+                    q.task_done()
 
-                        update_run.apply_async((run_id,), countdown=DEBOUNCE_S)
-                except (kombu.exceptions.OperationalError, redis.exceptions.RedisError, OSError) as exc:
-                    logger.warning("diagnostics feed for run %s not queued: %s", run_id, exc)
-            # A task run in place (Celery's eager mode) opened this thread's own connections.
-            connections.close_all()
-            for _ in items:
-                q.task_done()
+    @staticmethod
+    def _send(items: list[tuple[int, Columns]]) -> None:
+        """Every run's last-point time and every diagnosed point of `items` in one pipeline;
+        then the update of each run that had none scheduled."""
+        by_run: dict[int, list[bytes]] = {}
+        for run_id, columns in items:
+            blobs = by_run.setdefault(run_id, [])
+            try:
+                picked = select(*columns)
+            except Exception:  # a malformed batch must not stop the thread
+                logger.exception("diagnostics feed: a batch of run %s not read", run_id)
+                continue
+            if picked is not None:
+                blobs.append(encode(*picked))
+        scheduled: list[int] = []
+        try:
+            pipe = _redis().pipeline(transaction=False)
+            now = f"{time.time():.3f}"
+            for run_id, blobs in by_run.items():
+                pipe.set(last_point_key(run_id), now, ex=LAST_POINT_TTL_S)
+                if blobs:
+                    _push_commands(pipe, run_id, blobs)
+            results = iter(pipe.execute())
+            for run_id, blobs in by_run.items():
+                next(results)
+                if blobs:
+                    _, _, first = next(results), next(results), next(results)
+                    if first:
+                        scheduled.append(run_id)
+        except (redis.exceptions.RedisError, OSError) as exc:
+            logger.warning("diagnostics feed: %s batches not queued: %s", len(items), exc)
+            return
+        if not scheduled:
+            return
+        from controlplane.diagnostics.tasks import update_run
+
+        for run_id in scheduled:
+            try:
+                update_run.apply_async((run_id,), countdown=DEBOUNCE_S)
+            except (kombu.exceptions.OperationalError, redis.exceptions.RedisError, OSError) as exc:
+                logger.warning("diagnostics feed: update of run %s not scheduled: %s", run_id, exc)
+        # A task run in place (Celery's eager mode) opened this thread's own connections.
+        connections.close_all()
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until every queued blob is in Redis; False on timeout."""
@@ -303,7 +351,8 @@ def flush(timeout: float = 5.0) -> bool:
 def on_points_stored(
     sender: Any, *, run_id: int, names: list[str], key_index: Any, steps: Any, values: Any, **kwargs: Any
 ) -> None:
-    """After a metrics batch commits: its diagnosed points, encoded, handed to the pusher thread
-    (an empty blob when it has none: the run's last-point time is still set)."""
-    picked = select(names, key_index, steps, values)
-    _pusher.put(run_id, encode(*picked) if picked is not None else b"")
+    """After a metrics batch commits: its columns handed to the pusher thread, which keeps the
+    diagnosed points (select) and encodes them (an empty blob when there are none: the run's
+    last-point time is still set). The request pays for a queue put only; the columns are the
+    batch's own, which nothing changes after its commit."""
+    _pusher.put(run_id, (names, key_index, steps, values))

@@ -5,12 +5,17 @@ points to alerts and pushes `diagnosis.updated` to the run's websocket group."""
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
+from datetime import datetime
+from functools import partial
 from typing import Any
 
 import kombu.exceptions
 import redis
 from celery import shared_task
-from django.db import connection, transaction
+from django.db import transaction
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from controlplane.diagnostics import alerts, feed
@@ -62,24 +67,65 @@ def build_report(run: Run, state: dict[str, Any], *, target: float | None = None
     )
 
 
+# The fold states of the runs this process updated last, each with the version of the row it
+# was written to, (points_seen, updated_at): the next update of the run checks the version in the
+# row it locks anyway and skips reading and unpacking `packed` when it matches. Another worker's
+# update, a restart or any other write to the row changes the version (points_seen only grows,
+# updated_at is set on every write), and a miss reads the row. A state is taken out of the cache
+# for the update and put back only once its transaction has committed: an update that fails
+# halfway leaves nothing half-folded behind.
+_STATES: OrderedDict[int, tuple[tuple[int, datetime], dict[str, Any]]] = OrderedDict()
+MAX_CACHED_STATES = 256
+# Run fields an update never reads, left in the table (a run's config is read once, for its
+# resources, when the state has none yet).
+_RUN_UNREAD = ("config", "failure_reason", "log_tail", "waiting_for")
+
+
+_STATES_LOCK = threading.Lock()  # a worker runs tasks on threads (devstack: --pool=threads)
+
+
+def _take_state(run_id: int) -> tuple[tuple[int, datetime], dict[str, Any]] | None:
+    with _STATES_LOCK:
+        return _STATES.pop(run_id, None)
+
+
+def _cache_state(run_id: int, version: tuple[int, datetime], state: dict[str, Any]) -> None:
+    with _STATES_LOCK:
+        _STATES[run_id] = (version, state)
+        _STATES.move_to_end(run_id)
+        while len(_STATES) > MAX_CACHED_STATES:
+            _STATES.popitem(last=False)
+
+
 def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
     """Fold `new` into the run's diagnosis (made on first sight); None when the run is gone.
-    Three statements: the run with its project's settings, the diagnosis's state locked, and one
-    UPDATE of it, committed without waiting for the WAL flush (synchronous_commit off for this
-    transaction only: a database crash may lose the last second of diagnosis updates, never a
-    metric; no other transaction's durability changes). The report is derived on read."""
+    Two statements: the diagnosis row locked, with its run and the project's settings (its state
+    read only when this process's copy is not the row's, see _STATES), and one UPDATE of it,
+    committed without waiting for the WAL flush (synchronous_commit off for this transaction
+    only, set by the first statement: a database crash may lose the last second of diagnosis
+    updates, never a metric; no other transaction's durability changes). The report is derived
+    on read."""
+    cached = _take_state(run_id)
+    rows = RunDiagnosis.objects.filter(run_id=run_id)
+    locked = (
+        rows.select_for_update(of=("self",))
+        .select_related("run__project__diagnostics_settings")
+        .defer("packed", *(f"run__{name}" for name in _RUN_UNREAD))
+        # synchronous_commit off for this transaction, set by the statement that locks the row.
+        .annotate(_sync=RawSQL("set_config('synchronous_commit', 'off', true)", ()))
+    )
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        run = Run.objects.filter(pk=run_id).select_related("project__diagnostics_settings").first()
-        if run is None:
-            return None
-        rows = RunDiagnosis.objects.select_for_update().filter(run_id=run_id).only("packed", "points_seen", "last_step")
-        diagnosis = rows.first()
+        diagnosis = locked.first()
         if diagnosis is None:
+            if not Run.objects.filter(pk=run_id).exists():
+                return None
             RunDiagnosis.objects.bulk_create([RunDiagnosis(run_id=run_id)], ignore_conflicts=True)
-            diagnosis = rows.get()
-        state = dx.unpack(diagnosis.packed)
+            diagnosis = locked.get()
+        run = diagnosis.run
+        if cached is not None and cached[0] == (diagnosis.points_seen, diagnosis.updated_at):
+            state = cached[1]
+        else:
+            state = dx.unpack(rows.values_list("packed", flat=True).get())
         if "resources" not in state:
             state["resources"] = list(run_resources(run))
         thresholds = alerts.thresholds_of(alerts.project_settings(run))
@@ -106,6 +152,7 @@ def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
                 "last_step": diagnosis.last_step,
             },
         )
+        transaction.on_commit(partial(_cache_state, run_id, (diagnosis.points_seen, diagnosis.updated_at), state))
     return diagnosis
 
 

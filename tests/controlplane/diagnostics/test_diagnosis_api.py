@@ -3,13 +3,15 @@ service reach the feed after commit, the update task folds them in, and the API 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from controlplane.diagnostics import diagnosis as dx
-from controlplane.diagnostics import feed
+from controlplane.diagnostics import feed, tasks
 from controlplane.diagnostics.models import DiagnosticsSettings, RunDiagnosis
 from controlplane.diagnostics.tasks import update_run
 from controlplane.metrics.services import metrics_ingest
@@ -125,6 +127,50 @@ def test_a_burst_of_batches_schedules_one_update(run: Run, django_capture_on_com
     assert RunDiagnosis.objects.get(run=run).last_step == 19
     assert feed.push(run.id, b"x") is True  # after the update, the next batch schedules again
     clear_feed(run.id)
+
+
+def _packed_reads(queries: CaptureQueriesContext) -> int:
+    return sum(q["sql"].startswith("SELECT") and '"packed"' in q["sql"] for q in queries.captured_queries)
+
+
+def test_the_update_folds_into_its_kept_state_while_the_row_is_the_one_it_wrote(
+    run: Run, django_capture_on_commit_callbacks: Any, monkeypatch: Any
+) -> None:
+    """A worker keeps the state it wrote and folds into it while the row's version is its own
+    (packed is not read); a row written since by another worker is read again (nothing lost,
+    nothing counted twice); an update that fails keeps no state."""
+    capture = django_capture_on_commit_callbacks
+    clear_feed(run.id)
+
+    def update(first: int) -> int:
+        ingest(run, capture, batch(first, first + 10, TRAIN_BOUND), fold=False)
+        with CaptureQueriesContext(connection) as queries, capture(execute=True):
+            update_run(run.id)
+        return _packed_reads(queries)
+
+    update(0)
+    assert run.id in tasks._STATES
+    assert update(10) == 0  # its own state: packed not read
+    stale = copy.deepcopy(tasks._STATES[run.id])
+    tasks._STATES.pop(run.id)
+    assert update(20) == 1  # "another worker" (no state kept here) reads the row
+    tasks._STATES[run.id] = stale  # this worker's state is now behind the row
+    assert update(30) == 1
+    state = dx.unpack(RunDiagnosis.objects.get(run=run).packed)
+    assert state["totals"]["time/step_s"]["n"] == 40
+    assert tasks._STATES[run.id][1]["totals"]["time/step_s"]["n"] == 40
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("fold failed")
+
+    monkeypatch.setattr(dx, "fold", broken)
+    ingest(run, capture, batch(40, 50, TRAIN_BOUND), fold=False)
+    with pytest.raises(RuntimeError), capture(execute=True):
+        update_run(run.id)
+    assert run.id not in tasks._STATES
+    monkeypatch.undo()
+    assert update(50) == 1  # the row again (the failed update's points were popped: not in it)
+    assert dx.unpack(RunDiagnosis.objects.get(run=run).packed)["totals"]["time/step_s"]["n"] == 50
 
 
 def test_group_scorecard_summarises_its_runs(
