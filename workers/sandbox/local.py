@@ -21,8 +21,11 @@ per process), processes (pids cgroup, else RLIMIT_NPROC under an unprivileged ui
 open files (RLIMIT_NOFILE). :meth:`describe` lists which are enforced in the tier in use and
 which are not, for the run's environment record.
 
-``preexec_fn`` joins the cgroup, sets rlimits and drops the uid in the forked child before bwrap
-starts, so nothing the program forks escapes them. It runs a few os calls only.
+In the bubblewrap tier bwrap is exec'd through util-linux's ``prlimit`` (rlimits) and ``setpriv``
+(the unprivileged uid), and the namespace's init joins the pids cgroup from the parent while bwrap
+holds it on ``--block-fd``, so nothing the program forks escapes them and CPython can launch with
+vfork() (a ``preexec_fn`` forces a fork() of the whole parent). Elsewhere (and with
+``exec_wrappers=False``) a ``preexec_fn`` does the same in the forked child.
 """
 
 from __future__ import annotations
@@ -52,6 +55,18 @@ log = logging.getLogger(__name__)
 
 BWRAP = "/usr/bin/bwrap"
 PYTHON = "/usr/bin/python3"
+# util-linux's exec wrappers: rlimits and the uid set without a preexec_fn, which would make
+# CPython fork() the whole parent under its GIL instead of vfork() (see _Execution.launch).
+PRLIMIT = "/usr/bin/prlimit"
+SETPRIV = "/usr/bin/setpriv"
+_PRLIMIT_OPTIONS = {
+    resource.RLIMIT_CPU: "--cpu",
+    resource.RLIMIT_AS: "--as",
+    resource.RLIMIT_FSIZE: "--fsize",
+    resource.RLIMIT_NOFILE: "--nofile",
+    resource.RLIMIT_NPROC: "--nproc",
+    resource.RLIMIT_CORE: "--core",
+}
 # Where the program finds its work directory (cwd and HOME) inside the bubblewrap tier.
 WORKDIR = "/sandbox"
 # The unprivileged user the program runs as where we are root (nobody).
@@ -60,6 +75,9 @@ PIDS_CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
 CLONE_NEWNET = 0x40000000
 # bwrap's two processes (its monitor and the pid namespace's init) beside the program's.
 BWRAP_OWN_PROCESSES = 2
+# Where the cgroup is joined from the parent (_Execution.launch), only the namespace's init is
+# in it: the monitor stays outside.
+BWRAP_CGROUP_PROCESSES = 1
 _CHUNK = 64 * 1024
 # How long processes get to be gone once the execution ended, before we call it a crash.
 _SWEEP_S = 2.0
@@ -312,12 +330,16 @@ class LocalSandbox:
         uid: int = NOBODY,
         pids_cgroup: bool = True,
         workdir_root: str | None = None,
+        exec_wrappers: bool = True,
     ) -> None:
         self.limits = limits or Limits()
         self.allow_unconfined = allow_unconfined
         self.bwrap = bwrap
         self.python = python
         self.workdir_root = workdir_root
+        # Launch without a preexec_fn (see _Execution.launch) where prlimit and setpriv exist;
+        # False is the old way (a preexec_fn in the forked child), kept for comparison.
+        self.exec_wrappers = exec_wrappers and all(os.access(p, os.X_OK) for p in (PRLIMIT, SETPRIV))
         self.probe = probe(bwrap, python)
         self._root = os.geteuid() == 0
         self.uid = uid if self._root else None
@@ -424,9 +446,7 @@ class LocalSandbox:
             try:
                 self._write_files(work, program.files)
                 if self.tier is not Tier.UNCONFINED and self.pids_cgroup is not None:
-                    extra = BWRAP_OWN_PROCESSES if self.tier is Tier.BUBBLEWRAP else 0
-                    n = None if limits.max_processes is None else limits.max_processes + extra
-                    cgroup = _Cgroup(self.pids_cgroup, n)
+                    cgroup = _Cgroup(self.pids_cgroup, self.cgroup_max_pids(limits))
             except OSError as e:
                 return _failed(Outcome.START_FAILURE, f"preparing the sandbox: {e}", self.tier)
             return _Execution(self, program, limits, work, cgroup).run()
@@ -450,6 +470,14 @@ class LocalSandbox:
                 for name in names:
                     os.chown(os.path.join(dirpath, name), uid, uid)
 
+    def cgroup_max_pids(self, limits: Limits) -> int | None:
+        """pids.max of an execution's cgroup: the program's processes and bwrap's in the cgroup."""
+        if limits.max_processes is None:
+            return None
+        if self.tier is not Tier.BUBBLEWRAP:
+            return limits.max_processes
+        return limits.max_processes + (BWRAP_CGROUP_PROCESSES if self.exec_wrappers else BWRAP_OWN_PROCESSES)
+
     def program_uid(self) -> int | None:
         """The host uid the program's processes run as, where not our own."""
         if self.tier is Tier.BUBBLEWRAP:
@@ -462,7 +490,11 @@ def _failed(outcome: Outcome, reason: str, tier: Tier) -> ExecResult:
 
 
 class _Execution:
-    """One launch: the process, its pipes, its deadline, and what ended it."""
+    """One launch: the process, its pipes, its deadline, and what ended it.
+
+    A cold execution is :meth:`launch` then :meth:`finish`. The warm pool (workers.sandbox.warm)
+    launches its supervisor ahead of demand (``warm=True``: stdin a pipe for the program, and a
+    ready pipe) and calls :meth:`finish` once the program is handed over."""
 
     def __init__(self, box: LocalSandbox, program: Program, limits: Limits, work: str, cgroup: _Cgroup | None) -> None:
         self.box, self.program, self.limits, self.work, self.cgroup = box, program, limits, work, cgroup
@@ -473,12 +505,36 @@ class _Execution:
         self.killed_for: Outcome | None = None
         self.killed_at = float("inf")
         self.started_at: float | None = None
+        self.t0 = 0.0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.status_r = -1
+        # Where the launch does without a preexec_fn: exec wrappers and the cgroup joined from here.
+        self.wrapped = box.exec_wrappers and self.tier is Tier.BUBBLEWRAP
 
-    def _argv(self, status_fd: int) -> list[str]:
+    def _argv(self, status_fd: int, block_fd: int | None) -> list[str]:
         argv = list(self.program.argv)
         if self.tier is not Tier.BUBBLEWRAP:
             return argv
-        return _bwrap_argv(self.box.bwrap, self.work, argv, ("--json-status-fd", str(status_fd)))
+        extra: tuple[str, ...] = ("--json-status-fd", str(status_fd))
+        if block_fd is not None:
+            extra += ("--block-fd", str(block_fd))
+        argv = _bwrap_argv(self.box.bwrap, self.work, argv, extra)
+        if not self.wrapped:
+            return argv
+        uid = self.box.program_uid()
+        if uid is not None:
+            argv = [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv]
+        rlimits = self._rlimits()
+        if rlimits:
+            opts = [f"{_PRLIMIT_OPTIONS[res]}={soft}:{hard}" for res, (soft, hard) in rlimits]
+            argv = [PRLIMIT, *opts, "--", *argv]
+        return argv
+
+    def _rlimits(self) -> list[tuple[int, tuple[int, int]]]:
+        if self.tier is Tier.UNCONFINED:
+            return []
+        nproc = self.cgroup is None and (self.box.program_uid() is not None or not self.box._root)
+        return _rlimits(self.limits, nproc=nproc)
 
     def _env(self) -> dict[str, str]:
         if self.tier is Tier.BUBBLEWRAP:
@@ -486,51 +542,114 @@ class _Execution:
         return {"HOME": self.work, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": self.work}
 
     def run(self) -> ExecResult:
-        box, limits = self.box, self.limits
-        confined = self.tier is not Tier.UNCONFINED
+        failed = self.launch()
+        if failed is not None:
+            return failed
+        return self.finish(self.t0, self.t0)
+
+    def launch(self, *, warm: bool = False, pass_fds: tuple[int, ...] = ()) -> ExecResult | None:
+        """Start the process; a start_failure result when it could not be, else None.
+
+        Without exec wrappers, ``preexec_fn`` joins the cgroup, sets rlimits and drops the uid in
+        the forked child. A preexec_fn makes CPython 3.11 fork() the whole parent (vfork() only
+        without one, and without user=/group=), which is slow for a large parent and serialises
+        launching threads; so where util-linux's prlimit and setpriv are installed the bubblewrap
+        tier execs through them instead, and joins the cgroup from here: bwrap holds its child on
+        ``--block-fd`` until the namespace's init (whose pid --json-status-fd gives) has been
+        written into cgroup.procs, so nothing of the program runs outside it."""
+        box = self.box
         uid = box.program_uid()
-        rlimits = _rlimits(limits, nproc=self.cgroup is None and (uid is not None or not box._root)) if confined else []
-        setup = _child_setup(
-            self.cgroup.procs_fd if self.cgroup else None,
-            rlimits,
-            self.tier is Tier.RLIMITS and box.probe.netns_ok,
-            uid,
-        )
+        setup = None
+        if not self.wrapped:
+            setup = _child_setup(
+                self.cgroup.procs_fd if self.cgroup else None,
+                self._rlimits(),
+                self.tier is Tier.RLIMITS and box.probe.netns_ok,
+                uid,
+            )
         status_r, status_w = os.pipe()
+        block_r = block_w = None
+        if self.wrapped and self.cgroup is not None:
+            block_r, block_w = os.pipe()
+        fds = (status_w, *pass_fds) if block_r is None else (status_w, block_r, *pass_fds)
         stdin_file = None
-        t0 = time.monotonic()
+        self.t0 = time.monotonic()
         try:
             stdin_arg: Any = subprocess.DEVNULL
-            if self.program.stdin:
+            if warm:
+                stdin_arg = subprocess.PIPE
+            elif self.program.stdin:
                 stdin_file = tempfile.TemporaryFile()
                 data = self.program.stdin
                 stdin_file.write(data.encode() if isinstance(data, str) else data)
                 stdin_file.seek(0)
                 stdin_arg = stdin_file
-            proc = subprocess.Popen(
-                self._argv(status_w),
+            self.proc = subprocess.Popen(
+                self._argv(status_w, block_r),
                 cwd=self.work,
                 env=self._env(),
                 stdin=stdin_arg,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(status_w,),
+                pass_fds=fds,
                 start_new_session=True,
                 preexec_fn=setup,
             )
         except (OSError, subprocess.SubprocessError) as e:
             os.close(status_r)
+            if block_w is not None:
+                os.close(block_w)
             return _failed(Outcome.START_FAILURE, f"launch: {e}", self.tier)
         finally:
             os.close(status_w)
+            if block_r is not None:
+                os.close(block_r)
             if stdin_file is not None:
                 stdin_file.close()
+        self.status_r = status_r
         if self.tier is not Tier.BUBBLEWRAP:
             self.started_at = time.monotonic()
+        if block_w is not None:
+            try:
+                self._join_cgroup()
+            except OSError as e:
+                # The program has not run: end the sandbox and say so.
+                self._kill(self.proc, Outcome.START_FAILURE)
+                self.finish(self.t0, self.t0)
+                return _failed(Outcome.START_FAILURE, f"joining the pids cgroup: {e}", self.tier)
+            finally:
+                os.close(block_w)
+            self.started_at = time.monotonic()
+        return None
+
+    def _join_cgroup(self) -> None:
+        """Put the namespace's init into the execution's cgroup while bwrap holds it on --block-fd."""
+        assert self.cgroup is not None
+        deadline = self.t0 + _SWEEP_S + self.limits.wall_s
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.status_r, selectors.EVENT_READ)
+            while (m := re.search(rb'"child-pid":\s*(\d+)', self.status)) is None:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    raise OSError("bwrap did not report its child in time")
+                if sel.select(wait):
+                    chunk = os.read(self.status_r, _CHUNK)
+                    if not chunk:
+                        # bwrap ended before its child was made: finish() classifies it.
+                        return
+                    self.status += chunk
+        os.write(self.cgroup.procs_fd, m.group(1))
+
+    def finish(self, t0: float, run_from: float) -> ExecResult:
+        """Supervise the launched process to its end (the wall clock counted from ``run_from``),
+        clean up after it and classify what happened; ``t0`` is when the start (``start_ms``)
+        began."""
+        proc = self.proc
+        assert proc is not None
         try:
-            status, rusage = self._supervise(proc, status_r, t0)
+            status, rusage = self._supervise(proc, self.status_r, run_from)
         finally:
-            os.close(status_r)
+            os.close(self.status_r)
         t1 = time.monotonic()
         clean = self._cleanup(proc)
         return self._classify(status, rusage, t0, t1, clean)
