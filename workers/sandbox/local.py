@@ -428,17 +428,15 @@ class LocalSandbox:
         self, code: str, *, stdin: str = "", timeout_s: float | None = None, limits: Limits | None = None
     ) -> ExecResult:
         """Python source as ``main.py`` in the work directory, run by the sandbox's python."""
-        limits = limits or self.limits
-        if timeout_s is not None:
-            limits = replace(limits, wall_s=timeout_s)
-        return self.execute(Program([self.python, "main.py"], {"main.py": code}, stdin), limits=limits)
+        program, limits = python_source(self.python, code, stdin, timeout_s, limits or self.limits)
+        return self.execute(program, limits=limits)
 
     def execute(self, program: Program, *, limits: Limits | None = None) -> ExecResult:
         limits = limits or self.limits
         if self.unavailable:
             return _failed(Outcome.START_FAILURE, f"no isolation: {self.unavailable}", self.tier)
         try:
-            work = tempfile.mkdtemp(prefix="barrel-sandbox-", dir=self.workdir_root)
+            work = self.make_workdir()
         except OSError as e:
             return _failed(Outcome.START_FAILURE, f"work directory: {e}", self.tier)
         cgroup = None
@@ -455,6 +453,9 @@ class LocalSandbox:
                 cgroup.close()
             _rmtree(work)
 
+    def make_workdir(self) -> str:
+        return tempfile.mkdtemp(prefix="barrel-sandbox-", dir=self.workdir_root)
+
     def _write_files(self, work: str, files: Mapping[str, str | bytes]) -> None:
         root = Path(work)
         for name, content in files.items():
@@ -470,6 +471,12 @@ class LocalSandbox:
                 for name in names:
                     os.chown(os.path.join(dirpath, name), uid, uid)
 
+    def rlimits(self, limits: Limits, *, in_cgroup: bool) -> list[tuple[int, tuple[int, int]]]:
+        """The rlimits an execution's processes get (RLIMIT_NPROC only where no cgroup caps them)."""
+        if self.tier is Tier.UNCONFINED:
+            return []
+        return _rlimits(limits, nproc=not in_cgroup and (self.program_uid() is not None or not self._root))
+
     def cgroup_max_pids(self, limits: Limits) -> int | None:
         """pids.max of an execution's cgroup: the program's processes and bwrap's in the cgroup."""
         if limits.max_processes is None:
@@ -483,6 +490,15 @@ class LocalSandbox:
         if self.tier is Tier.BUBBLEWRAP:
             return self.probe.bwrap_uid
         return self.uid if self.tier is Tier.RLIMITS else None
+
+
+def python_source(
+    python: str, code: str, stdin: str, timeout_s: float | None, limits: Limits
+) -> tuple[Program, Limits]:
+    """The program and limits of ``run(code, stdin=, timeout_s=)``: ``main.py`` run by python."""
+    if timeout_s is not None:
+        limits = replace(limits, wall_s=timeout_s)
+    return Program([python, "main.py"], {"main.py": code}, stdin), limits
 
 
 def _failed(outcome: Outcome, reason: str, tier: Tier) -> ExecResult:
@@ -531,10 +547,7 @@ class _Execution:
         return argv
 
     def _rlimits(self) -> list[tuple[int, tuple[int, int]]]:
-        if self.tier is Tier.UNCONFINED:
-            return []
-        nproc = self.cgroup is None and (self.box.program_uid() is not None or not self.box._root)
-        return _rlimits(self.limits, nproc=nproc)
+        return self.box.rlimits(self.limits, in_cgroup=self.cgroup is not None)
 
     def _env(self) -> dict[str, str]:
         if self.tier is Tier.BUBBLEWRAP:
