@@ -13,6 +13,7 @@ points later from the on-disk spool.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,10 +46,16 @@ def log_samples(samples: Sequence[Mapping[str, Any]]) -> None:
         current.log_samples(samples)
 
 
-def register_checkpoint(path: str, *, step: int | None = None, metadata: Mapping[str, Any] | None = None) -> None:
+def register_checkpoint(
+    path: str | os.PathLike[str],
+    *,
+    step: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    weight_version: int | None = None,
+) -> None:
     current = _current("register_checkpoint")
     if current is not None:
-        current.register_checkpoint(path, step=step, metadata=metadata)
+        current.register_checkpoint(path, step=step, metadata=metadata, weight_version=weight_version)
 
 
 def finish(exit_code: int = 0) -> None:

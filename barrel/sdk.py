@@ -75,7 +75,9 @@ class Run:
             run_id,
             token,
             attempt=attempt,
-            spool_dir=spool_dir,
+            # One folder per process: ranks of one job that each call init (torchrun) share the
+            # run and attempt, and two writers of one spool file would corrupt it.
+            spool_dir=spool_dir / f"pid-{os.getpid()}",
             flush_interval_s=flush_interval_s,
             max_backoff_s=max_backoff_s,
         )

@@ -19,6 +19,7 @@ from controlplane.metrics.models import MetricSeries
 from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.tracking.models import RunParam, RunTag
 from tests.barrel_cli.test_importer import stored
+from tests.barrel_cli.test_main import closed_port_url
 from tests.conftest import Persona, run_token_for
 from tests.sdk.gate import Gate
 
@@ -202,3 +203,15 @@ def test_the_exit_hook_ends_a_run_left_open(
     assert stored(row) == {("reward/mean", 0): 1.0}
     if how == "raise":
         assert "RuntimeError: the loop blew up" in RunTag.objects.get(run=row, key="barrel.failure_reason").value
+
+
+def test_outside_a_job_without_a_token_or_a_server_init_says_what_to_do(tmp_path: Path) -> None:
+    config = str(tmp_path / "none.json")
+    with pytest.raises(barrel.SdkError, match="barrel login"):
+        barrel.init(project=PROJECT, environ={"BARREL_URL": "http://127.0.0.1:9", "BARREL_CONFIG": config})
+    env = {"BARREL_URL": closed_port_url(), "BARREL_TOKEN": "brl_x", "BARREL_CONFIG": config}
+    with pytest.raises(barrel.SdkError, match="cannot reach"):
+        barrel.init(project=PROJECT, environ=env)
+    with pytest.raises(barrel.SdkError, match="needs a project"):
+        barrel.init(environ=env)
+    assert barrel.run is None
