@@ -4,9 +4,10 @@ from ingest to the incremental updater (controlplane.diagnostics.tasks) through 
 1. controlplane.metrics sends `points_stored` after a batch commits (a lower layer cannot call
    diagnostics); `on_points_stored` (connected in DiagnosticsConfig.ready) keeps the points of the
    keys in DIAGNOSED_PREFIXES, and every key whose batch holds a NaN or ±Inf (for alerts), with
-   numpy, encodes them as one compact msgpack blob and appends it to the run's pending list in
-   Redis, all on a thread of the process: the request only queues the batch's columns for it
-   (it never waits on Redis nor spends the filter's CPU).
+   numpy, and appends them to the run's pending list in Redis as compact msgpack blobs (the
+   batches of a run that came within COALESCE_S as one), all on a thread of the process: the
+   request only queues the batch's columns for it (it never waits on Redis nor spends the
+   filter's CPU).
 2. That thread schedules `diagnostics.update_run(run_id)` at most once per DEBOUNCE_S per run (a Redis SET
    NX key the task clears when it starts), so a burst of batches is folded in once.
 3. The task pops everything pending (`pop_pending`) as NewPoints: per key, the new points in
@@ -59,8 +60,9 @@ DIAGNOSED_PREFIXES = (
 # The task runs this long after the first batch of a burst; the batches that arrive meanwhile
 # are folded in with it. Short: an alert must fire within 10 s of its point.
 DEBOUNCE_S = 1.0
-# The pusher thread waits this long after a first blob, so a burst's blobs go in one pipeline.
-COALESCE_S = 0.05
+# The feed thread waits this long after a first batch, so that a burst's batches go in one blob
+# per run and one pipeline (well within DEBOUNCE_S and the 10 s alert bound).
+COALESCE_S = 0.25
 # A schedule key outlives a lost task (a broker that dropped it) by at most this much.
 SCHEDULE_TTL_MS = 10_000
 # How long a run's last-point time is kept (a run silent for longer is stalled anyway).
@@ -85,6 +87,10 @@ class NewPoints:
     def last_step(self) -> int | None:
         ends = [int(steps[-1]) for steps, _ in self.series.values() if len(steps)]
         return max(ends) if ends else None
+
+
+# Points as columns: (names, key_index int32 into them, steps int64, values float64).
+Part = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]
 
 
 def pending_key(run_id: int) -> str:
@@ -130,9 +136,7 @@ def diagnosed(key: str) -> bool:
     return key.startswith(DIAGNOSED_PREFIXES)
 
 
-def select(
-    names: list[str], key_index: Any, steps: Any, values: Any
-) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray] | None:
+def select(names: list[str], key_index: Any, steps: Any, values: Any) -> Part | None:
     """The batch's points of diagnosed keys and of keys holding a non-finite value, as
     (names, key_index int32 into them, steps int64, values float64); None when none is."""
     keys = np.asarray(key_index, dtype=np.int32)
@@ -163,7 +167,7 @@ def encode(names: list[str], keys: np.ndarray, steps: np.ndarray, values: np.nda
     )
 
 
-def decode(blob: bytes) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+def decode(blob: bytes) -> Part:
     names, keys, steps, values = msgpack.unpackb(blob)
     return (
         names,
@@ -200,28 +204,38 @@ def pop_pending(run_id: int) -> NewPoints:
     return merge(run_id, [decode(b) for b in blobs])
 
 
-def merge(run_id: int, parts: list[tuple[list[str], np.ndarray, np.ndarray, np.ndarray]]) -> NewPoints:
-    """Per key, the parts' points in ascending step order; of a step sent twice, the later."""
+def combine(parts: list[Part]) -> Part:
+    """The parts' points as one part (names, key_index int32 into them, steps int64, values
+    float64), in the parts' order."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return [], np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), np.zeros(0)
     index: dict[str, int] = {}
-    keys, steps, values = [], [], []
-    for names, k, st, v in parts:
-        to_global = np.asarray([index.setdefault(name, len(index)) for name in names], dtype=np.int64)
-        keys.append(to_global[k])
-        steps.append(st)
-        values.append(v)
-    if not index:
+    keys = [
+        np.asarray([index.setdefault(name, len(index)) for name in names], dtype=np.int32)[k]
+        for names, k, _, _ in parts
+    ]
+    return (
+        list(index),
+        np.concatenate(keys),
+        np.concatenate([p[2] for p in parts]).astype(np.int64),
+        np.concatenate([p[3] for p in parts]).astype(np.float64),
+    )
+
+
+def merge(run_id: int, parts: list[Part]) -> NewPoints:
+    """Per key, the parts' points in ascending step order; of a step sent twice, the later."""
+    names, key, step, value = combine(parts)
+    if not names:
         return NewPoints(run_id=run_id, series={})
-    key = np.concatenate(keys)
-    step = np.concatenate(steps).astype(np.int64)
-    value = np.concatenate(values).astype(np.float64)
     # By key, then step, then arrival (lexsort is stable): a (key, step)'s last is its latest.
     order = np.lexsort((step, key))
     key, step, value = key[order], step[order], value[order]
     last = np.ones(len(key), dtype=bool)
     last[:-1] = (key[1:] != key[:-1]) | (step[1:] != step[:-1])
     key, step, value = key[last], step[last], value[last]
-    bounds = np.searchsorted(key, np.arange(len(index) + 1))
-    names = list(index)
+    bounds = np.searchsorted(key, np.arange(len(names) + 1))
     return NewPoints(
         run_id=run_id,
         series={
@@ -290,16 +304,18 @@ class _Pusher:
     def _send(items: list[tuple[int, Columns]]) -> None:
         """Every run's last-point time and every diagnosed point of `items` in one pipeline;
         then the update of each run that had none scheduled."""
-        by_run: dict[int, list[bytes]] = {}
+        picks: dict[int, list[Part]] = {}
         for run_id, columns in items:
-            blobs = by_run.setdefault(run_id, [])
+            picked_of_run = picks.setdefault(run_id, [])
             try:
                 picked = select(*columns)
             except Exception:  # a malformed batch must not stop the thread
                 logger.exception("diagnostics feed: a batch of run %s not read", run_id)
                 continue
             if picked is not None:
-                blobs.append(encode(*picked))
+                picked_of_run.append(picked)
+        # A run's batches that came together: one blob (merge keeps their order: the later wins).
+        by_run = {run_id: [encode(*combine(parts))] if parts else [] for run_id, parts in picks.items()}
         scheduled: list[int] = []
         try:
             pipe = _redis().pipeline(transaction=False)
