@@ -12,4 +12,8 @@ def build_task(name: str, options: dict[str, Any], *, seed: int = 0) -> Task:
         from workers.rewards.arithmetic import ArithmeticTask
 
         return ArithmeticTask(seed=seed, **options)
-    raise ValueError(f"unknown task {name!r}; known: arithmetic")
+    if name == "code":
+        from workers.rewards.code import CodeTask
+
+        return CodeTask(seed=seed, **options)
+    raise ValueError(f"unknown task {name!r}; known: arithmetic, code")

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from workers.rewards.base import Completion, Prompt, RewardContext
+from workers.rewards.base import Completion, Prompt, RewardContext, SplitTask
 
 OPS: dict[str, Callable[[int, int], int]] = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 _INTEGER = re.compile(r"-?\d+")
@@ -80,7 +80,7 @@ def _key_count(digits: int, ops: Sequence[str]) -> int:
 
 
 @dataclass
-class ArithmeticTask:
+class ArithmeticTask(SplitTask):
     digits: int = 2
     ops: Sequence[str] = ("+",)
     train_size: int = 512
@@ -121,17 +121,5 @@ class ArithmeticTask:
                 split.append(Prompt(id=f"{x}{op}{y}", text=f"{x}{op}{y}=", answer=str(OPS[op](x, y))))
         self._held_out, self._warm, self._train = splits
 
-    def train_prompts(self) -> Sequence[Prompt]:
-        return self._train
-
-    def held_out_prompts(self) -> Sequence[Prompt]:
-        return self._held_out
-
-    def warm_start_prompts(self) -> Sequence[Prompt]:
-        return self._warm
-
     def reward_functions(self) -> Sequence[ExactAnswer | WellFormed]:
         return [ExactAnswer(), WellFormed()]
-
-    def target(self, prompt: Prompt) -> str:
-        return prompt.answer

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from workers.sandbox.base import Sandbox
+from workers.sandbox.base import ExecResult, Limits, Program, Sandbox
 
 
 @dataclass(frozen=True)
@@ -31,17 +31,43 @@ class Completion:
     truncated: bool
 
 
+class ProgramSandbox(Sandbox, Protocol):
+    """A :class:`Sandbox` that also runs a :class:`Program` of several files (LocalSandbox, the
+    Ray pool's ``SandboxPool``)."""
+
+    def execute(self, program: Program, *, limits: Limits | None = None) -> ExecResult: ...
+
+
 @dataclass
 class RewardContext:
     """What a reward function may use besides the prompt and completion."""
 
-    sandbox: Sandbox | None = None
+    sandbox: ProgramSandbox | None = None
+
+
+class SandboxFault(Exception):
+    """Raised by a reward function whose sandbox failed (start_failure, crash): the sample cannot
+    be scored. The reward worker masks it from the loss and counts it; it is never a wrong answer
+    (reward 0), which would train the policy on an infrastructure fault."""
+
+    def __init__(self, result: ExecResult) -> None:
+        super().__init__(f"sandbox {result.outcome}: {result.reason}")
+        self.result = result
+
+
+def unless_fault(result: ExecResult) -> ExecResult:
+    """``result``, or :class:`SandboxFault` when the sandbox (not the program) failed."""
+    if result.is_sandbox_fault:
+        raise SandboxFault(result)
+    return result
 
 
 class RewardFunction(Protocol):
     name: str
     # True for rewards that execute code: the reward worker must be given a sandbox.
     needs_sandbox: bool
+
+    # Returns the score; raises SandboxFault when the sandbox failed (the sample is then masked).
 
     def __call__(self, prompt: Prompt, completion: Completion, ctx: RewardContext) -> float: ...
 
@@ -65,6 +91,27 @@ class Task(Protocol):
     def target(self, prompt: Prompt) -> str:
         """The text a correct response consists of (without end-of-sequence)."""
         ...
+
+
+class SplitTask:
+    """A task's three disjoint splits, as the :class:`Task` protocol reads them; the target is the
+    prompt's reference answer. Subclasses fill ``_held_out``, ``_warm`` and ``_train``."""
+
+    _held_out: Sequence[Prompt]
+    _warm: Sequence[Prompt]
+    _train: Sequence[Prompt]
+
+    def train_prompts(self) -> Sequence[Prompt]:
+        return self._train
+
+    def held_out_prompts(self) -> Sequence[Prompt]:
+        return self._held_out
+
+    def warm_start_prompts(self) -> Sequence[Prompt]:
+        return self._warm
+
+    def target(self, prompt: Prompt) -> str:
+        return prompt.answer
 
 
 class TaskConfigError(ValueError):

@@ -2081,7 +2081,7 @@ export interface components {
          */
         MutedEnum: "nan_inf" | "reward_collapse" | "entropy_collapse" | "kl_spike" | "engine_mismatch" | "sandbox_failures" | "no_signal" | "length_outpaces_reward" | "reward_hacking" | "human_reward_hacking" | "stalled";
         /** @enum {string} */
-        NameEnum: "arithmetic";
+        NameEnum: "arithmetic" | "code";
         /** @enum {unknown} */
         NullEnum: null;
         Offpolicy: {
@@ -2611,6 +2611,7 @@ export interface components {
             warm_start?: components["schemas"]["RecipeWarmStartConfig"];
             checkpoint?: components["schemas"]["RecipeCheckpointConfig"];
             eval?: components["schemas"]["RecipeEvalConfig"];
+            sandbox?: components["schemas"]["RecipeSandboxConfig"];
             /**
              * Samples Per Step
              * @description Rollout samples kept per step (shown on the run page).
@@ -2788,7 +2789,7 @@ export interface components {
             workers: number;
             /**
              * Weights
-             * @description Weight of each reward function in the reward; every function is reported as reward/<name>/mean.
+             * @description Weight of each reward function in the reward; every function is reported as reward/<name>/mean. arithmetic: correct, format; code: tests_passed, format (default: the first 1, the other 0).
              */
             weights?: {
                 [key: string]: number;
@@ -2874,6 +2875,84 @@ export interface components {
         /** @enum {string} */
         RecipeRolloutConfigEngineEnum: "torch" | "vllm";
         /**
+         * SandboxConfig
+         * @description Where tasks whose rewards run code (task.name: code) run it; unused by the other tasks.
+         */
+        RecipeSandboxConfig: {
+            /**
+             * Kind
+             * @description cold: a fresh sandbox per execution; warm: pre-started sandboxes (workers.sandbox.warm).
+             * @default cold
+             */
+            kind: components["schemas"]["RecipeSandboxConfigKindEnum"];
+            /**
+             * Workers
+             * @description Sandbox worker actors per reward worker (they scale out to CPU nodes).
+             * @default 2
+             */
+            workers: number;
+            /**
+             * Num Cpus
+             * @description Ray CPUs reserved per sandbox worker.
+             * @default 0.5
+             */
+            num_cpus: number;
+            /**
+             * Slots Per Worker
+             * @description Executions in flight per sandbox worker; past that a reward call waits (back-pressure).
+             * @default 2
+             */
+            slots_per_worker: number;
+            /**
+             * Acquire Timeout S
+             * @description How long a reward call waits for a free slot before its sample is masked as a sandbox fault.
+             * @default 300
+             */
+            acquire_timeout_s: number;
+            limits?: components["schemas"]["RecipeSandboxLimitsConfig"];
+        };
+        /** @enum {string} */
+        RecipeSandboxConfigKindEnum: "cold" | "warm";
+        /** SandboxLimitsConfig */
+        RecipeSandboxLimitsConfig: {
+            /**
+             * Wall S
+             * @description Wall-clock limit of one execution (timeout).
+             * @default 5
+             */
+            wall_s: number;
+            /**
+             * Cpu S
+             * @description CPU-time limit of each process (timeout).
+             * @default 5
+             */
+            cpu_s: number;
+            /**
+             * Memory Mb
+             * @description Address space of each process, MiB (memory_limit).
+             * @default 512
+             */
+            memory_mb: number;
+            /**
+             * Max Processes
+             * @description Processes and threads at once.
+             * @default 32
+             */
+            max_processes: number;
+            /**
+             * Max Output Kb
+             * @description stdout + stderr, KiB; past it the program is killed (output_limit).
+             * @default 64
+             */
+            max_output_kb: number;
+            /**
+             * Max File Mb
+             * @description The largest file the program may write, MiB.
+             * @default 16
+             */
+            max_file_mb: number;
+        };
+        /**
          * SmokeConfig
          * @description A few Ray tasks per step that report metrics: proves the loop before a real recipe.
          */
@@ -2925,19 +3004,19 @@ export interface components {
         RecipeTaskConfig: {
             /**
              * Name
-             * @description Task with a verifiable reward.
+             * @description Task with a verifiable reward. arithmetic: a+b= scored exactly; code: write the Python expression of f(x) from three examples, scored by held-out tests run in the sandbox (see `sandbox`).
              * @default arithmetic
              */
             name: components["schemas"]["NameEnum"];
             /**
              * Digits
-             * @description Digits per operand.
+             * @description arithmetic: digits per operand.
              * @default 2
              */
             digits: number;
             /**
              * Ops
-             * @description Operators drawn from.
+             * @description arithmetic: operators drawn from.
              */
             ops?: components["schemas"]["OpsEnum"][];
             /**

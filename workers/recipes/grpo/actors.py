@@ -13,6 +13,7 @@ import math
 import os
 import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ from workers.models.tiny import materialise
 from workers.recipes.grpo import algo
 from workers.recipes.grpo import metrics as grpo_metrics
 from workers.rewards import build_task
-from workers.rewards.base import Completion, RewardContext
+from workers.rewards.base import Completion, Prompt, RewardContext, SandboxFault
+from workers.sandbox.pool import SandboxPool, SandboxStats
 
 
 def _setup_process(threads: int) -> None:
@@ -62,6 +64,10 @@ class ScoredSample:
     truncated: bool
     reward: float
     parts: dict[str, float]
+    # The sandbox failed (start_failure, crash): no reward. Out of the advantages and the loss,
+    # counted in reward_pipeline/masked; ``reward`` is 0 only as a placeholder.
+    masked: bool = False
+    mask_reason: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -76,6 +82,9 @@ class ScoredChunk:
     errors: int
     generate_s: float
     scored_at: float  # wall clock
+    # Samples masked because their sandbox failed; the pool's figures while scoring the chunk.
+    masked: int = 0
+    sandbox: SandboxStats | None = None
 
 
 class RolloutWorker:
@@ -112,8 +121,21 @@ class RolloutWorker:
         return {**dataclasses.asdict(self.engine.stats()), "rss_gb": _rss_gb()}
 
 
+@dataclass
+class _Score:
+    parts: dict[str, float]
+    errors: int = 0
+    fault: str = ""
+
+
 class RewardWorker:
-    """Decodes and scores responses with the task's reward functions."""
+    """Decodes and scores responses with the task's reward functions.
+
+    ``sandbox`` is the keyword arguments of a :class:`SandboxPool` (its worker actors are this
+    worker's), given when the task's rewards run code; a chunk's samples are then scored
+    concurrently, as many at once as the pool has slots. A reward function that raises
+    :class:`SandboxFault` masks its sample; any other exception is a reward bug: that part
+    scores 0 and is counted in ``errors``."""
 
     def __init__(
         self,
@@ -124,6 +146,7 @@ class RewardWorker:
         threads: int,
         tiny: dict[str, Any] | None = None,
         delay_s: float = 0.0,
+        sandbox: dict[str, Any] | None = None,
     ) -> None:
         _setup_process(threads)
         self.delay_s = delay_s
@@ -133,55 +156,79 @@ class RewardWorker:
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.task = build_task(task["name"], task["options"], seed=task["seed"])
         self.functions = list(self.task.reward_functions())
-        self.ctx = RewardContext(sandbox=None)
         needing = [fn.name for fn in self.functions if fn.needs_sandbox]
-        if needing and self.ctx.sandbox is None:
+        if needing and sandbox is None:
             raise RuntimeError(f"reward function(s) {needing} run code and need a sandbox; none is configured")
+        self.pool = SandboxPool(**sandbox) if needing and sandbox is not None else None
+        self.ctx = RewardContext(sandbox=self.pool)
         self.weights = weights
         self.prompts = {p.id: p for p in [*self.task.train_prompts(), *self.task.held_out_prompts()]}
+
+    def describe_sandbox(self) -> dict[str, Any] | None:
+        """The sandbox in use (isolation tier, fallback reason, pool shape), or None without one."""
+        return self.pool.describe() if self.pool is not None else None
+
+    def _score_parts(self, prompt: Prompt, completion: Completion) -> _Score:
+        score = _Score({})
+        for fn in self.functions:
+            try:
+                score.parts[fn.name] = float(fn(prompt, completion, self.ctx))
+            except SandboxFault as fault:
+                score.fault = f"{fn.name}: {fault}"
+                return score
+            except Exception:  # noqa: BLE001 — a reward bug scores 0 and is counted, not fatal
+                score.errors += 1
+                score.parts[fn.name] = 0.0
+        return score
 
     def score(self, chunk: RolloutChunk) -> ScoredChunk:
         started = time.perf_counter()
         if self.delay_s:
             time.sleep(self.delay_s)  # the reward.delay_s knob: a slow verifier, simulated
-        errors = 0
-        out: list[list[ScoredSample]] = []
-        for prompt_id, group in zip(chunk.prompt_ids, chunk.groups, strict=True):
-            prompt = self.prompts[prompt_id]
-            scored = []
-            for gen in group:
-                text = str(self.tokenizer.decode(gen.response_ids, skip_special_tokens=True))
-                completion = Completion(text=text, truncated=gen.truncated)
-                parts: dict[str, float] = {}
-                for fn in self.functions:
-                    try:
-                        parts[fn.name] = float(fn(prompt, completion, self.ctx))
-                    except Exception:  # noqa: BLE001 — a reward bug scores 0 and is counted, not fatal
-                        errors += 1
-                        parts[fn.name] = 0.0
-                reward = sum(self.weights.get(name, 0.0) * value for name, value in parts.items())
-                scored.append(
-                    ScoredSample(
-                        prompt_id=prompt_id,
-                        prompt_text=prompt.text,
-                        prompt_ids=gen.prompt_ids,
-                        response_ids=gen.response_ids,
-                        response_text=text,
-                        logprobs=gen.logprobs,
-                        weight_version=gen.weight_version,
-                        truncated=gen.truncated,
-                        reward=reward,
-                        parts=parts,
-                    )
-                )
-            out.append(scored)
+        jobs = [
+            (prompt_id, gen, str(self.tokenizer.decode(gen.response_ids, skip_special_tokens=True)))
+            for prompt_id, group in zip(chunk.prompt_ids, chunk.groups, strict=True)
+            for gen in group
+        ]
+
+        def one(job: tuple[str, Generation, str]) -> _Score:
+            prompt_id, gen, text = job
+            return self._score_parts(self.prompts[prompt_id], Completion(text=text, truncated=gen.truncated))
+
+        if self.pool is not None and len(jobs) > 1:
+            with ThreadPoolExecutor(max_workers=self.pool.capacity) as threads:
+                scores = list(threads.map(one, jobs))
+        else:
+            scores = [one(job) for job in jobs]
+        samples = iter(zip(jobs, scores, strict=True))
+        out = [[self._sample(*next(samples)) for _ in group] for group in chunk.groups]
         return ScoredChunk(
             groups=out,
             compute_s=time.perf_counter() - started,
             latency_s=time.time() - chunk.finished_at,
-            errors=errors,
+            errors=sum(s.errors for s in scores),
             generate_s=chunk.generate_s,
             scored_at=time.time(),
+            masked=sum(1 for s in scores if s.fault),
+            sandbox=self.pool.take_stats() if self.pool is not None else None,
+        )
+
+    def _sample(self, job: tuple[str, Generation, str], score: _Score) -> ScoredSample:
+        prompt_id, gen, text = job
+        reward = 0.0 if score.fault else sum(self.weights.get(k, 0.0) * v for k, v in score.parts.items())
+        return ScoredSample(
+            prompt_id=prompt_id,
+            prompt_text=self.prompts[prompt_id].text,
+            prompt_ids=gen.prompt_ids,
+            response_ids=gen.response_ids,
+            response_text=text,
+            logprobs=gen.logprobs,
+            weight_version=gen.weight_version,
+            truncated=gen.truncated,
+            reward=reward,
+            parts=score.parts,
+            masked=bool(score.fault),
+            mask_reason=score.fault,
         )
 
 
@@ -357,8 +404,12 @@ class Trainer:
         """
         samples = [s for g in groups for s in g]
         rewards = torch.tensor([[s["reward"] for s in g] for g in groups], dtype=torch.float32)
-        adv_groups, zero_std = algo.group_advantages(rewards)
+        # A masked sample (its sandbox failed) has no reward: out of its group's normalisation,
+        # out of the loss (zero advantage, zero loss mask) and out of every figure of the update.
+        valid = torch.tensor([[not s.get("masked", False) for s in g] for g in groups], dtype=torch.bool)
+        adv_groups, zero_std = algo.group_advantages(rewards, valid=valid)
         batch = algo.pack(samples, self.pad_id).to(self.device)
+        batch.response_mask = batch.response_mask * valid.flatten().to(batch.response_mask)[:, None]
         advantages = adv_groups.flatten().to(self.device)[:, None] * batch.response_mask
 
         started = time.perf_counter()
@@ -400,7 +451,8 @@ class Trainer:
             stats, update_norm=update_norm, lr=self.optimizer.param_groups[0]["lr"], with_ref=ref is not None
         )
         metrics.update(mismatch)
-        metrics.update(algo.reward_metrics(rewards, zero_std, grpo_metrics.reward_parts(samples)))
+        scored = [s for s in samples if not s.get("masked", False)]
+        metrics.update(algo.reward_metrics(rewards[valid], zero_std, grpo_metrics.reward_parts(scored)))
         metrics.update(grpo_metrics.response_metrics(samples))
         metrics.update(
             {
@@ -476,6 +528,9 @@ class Trainer:
         if settings.nan_loss:
             parts = dataclasses.replace(parts, loss=parts.loss * float("nan"))
         self.optimizer.zero_grad(set_to_none=True)
+        if not float(mb.response_mask.sum()):
+            # Every row masked: nothing to learn from, and Adam's moments alone would move the weights.
+            return parts, 0.0
         parts.loss.backward()  # type: ignore[no-untyped-call]
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), settings.max_grad_norm))
         if math.isfinite(grad_norm):

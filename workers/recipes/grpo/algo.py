@@ -53,13 +53,21 @@ def zero_advantage_token_frac(advantages: torch.Tensor, mask: torch.Tensor) -> f
     return masked_mean((advantages == 0).to(mask.dtype), mask)
 
 
-def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+def group_advantages(
+    rewards: torch.Tensor, eps: float = 1e-6, *, valid: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``rewards`` is [groups, group_size]. Returns (advantages of the same shape, zero-std mask
-    per group). A group whose rewards are all equal carries no signal: its advantages are 0."""
-    mean = rewards.mean(dim=1, keepdim=True)
-    std = rewards.std(dim=1, keepdim=True, unbiased=False)
-    zero = std.squeeze(1) < eps
-    adv = (rewards - mean) / (std + eps)
+    per group). A group whose rewards are all equal carries no signal: its advantages are 0.
+
+    ``valid`` ([groups, group_size], bool) leaves masked samples (their sandbox failed: no reward)
+    out of their group's mean and std, with advantage 0; a group left with fewer than 2 scored
+    samples carries no signal either."""
+    weight = (valid if valid is not None else torch.ones_like(rewards, dtype=torch.bool)).to(rewards.dtype)
+    count = weight.sum(dim=1, keepdim=True)
+    mean = (rewards * weight).sum(dim=1, keepdim=True) / count.clamp(min=1)
+    std = (((rewards - mean) ** 2 * weight).sum(dim=1, keepdim=True) / count.clamp(min=1)).sqrt()
+    zero = (std.squeeze(1) < eps) | (count.squeeze(1) < 2)
+    adv = (rewards - mean) / (std + eps) * weight
     adv[zero] = 0.0
     return adv, zero
 
@@ -217,7 +225,11 @@ def ppo_loss(
 
 
 def reward_metrics(rewards: torch.Tensor, zero_std: torch.Tensor, parts: dict[str, list[float]]) -> dict[str, float]:
+    """``reward/*`` over ``rewards`` (the scored samples: masked ones left out); the reward
+    figures are absent when no sample was scored."""
     flat = [float(x) for x in rewards.flatten()]
+    if not flat:
+        return {"reward/zero_std_frac": float(zero_std.float().mean())}
     out = {
         "reward/mean": float(rewards.mean()),
         "reward/std": float(rewards.std(unbiased=False)),

@@ -11,9 +11,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workers.recipes.base import RecipeConfig
+from workers.rewards import code as code_task
 from workers.rewards.arithmetic import check_sizes
 
 Op = Literal["+", "-", "*"]
+
+
+# Each task's reward functions, the first the one weighted 1 by default.
+REWARD_FUNCTIONS: dict[str, tuple[str, ...]] = {"arithmetic": ("correct", "format"), "code": ("tests_passed", "format")}
+SANDBOX_TASKS = frozenset({"code"})
 
 
 def _default_ops() -> list[Op]:
@@ -49,9 +55,13 @@ class ModelConfig(_Section):
 
 
 class TaskConfig(_Section):
-    name: Literal["arithmetic"] = Field(default="arithmetic", description="Task with a verifiable reward.")
-    digits: int = Field(default=2, ge=1, le=6, description="Digits per operand.")
-    ops: list[Op] = Field(default_factory=_default_ops, min_length=1, description="Operators drawn from.")
+    name: Literal["arithmetic", "code"] = Field(
+        default="arithmetic",
+        description="Task with a verifiable reward. arithmetic: a+b= scored exactly; code: write the Python "
+        "expression of f(x) from three examples, scored by held-out tests run in the sandbox (see `sandbox`).",
+    )
+    digits: int = Field(default=2, ge=1, le=6, description="arithmetic: digits per operand.")
+    ops: list[Op] = Field(default_factory=_default_ops, min_length=1, description="arithmetic: operators drawn from.")
     train_size: int = Field(default=512, ge=1, le=1_000_000, description="Distinct RL training problems.")
     held_out_size: int = Field(
         default=64,
@@ -70,6 +80,9 @@ class TaskConfig(_Section):
 
     @model_validator(mode="after")
     def _enough_problems(self) -> TaskConfig:
+        if self.name == "code":
+            code_task.check_sizes(held_out_size=self.held_out_size, learnt=self.train_size + self.warm_start_size)
+            return self
         check_sizes(
             self.digits, self.ops, held_out_size=self.held_out_size, learnt=self.train_size + self.warm_start_size
         )
@@ -108,7 +121,8 @@ class RewardConfig(_Section):
     workers: int = Field(default=1, ge=1, le=256, description="Reward actors.")
     weights: dict[str, float] = Field(
         default_factory=lambda: {"correct": 1.0, "format": 0.0},
-        description="Weight of each reward function in the reward; every function is reported as reward/<name>/mean.",
+        description="Weight of each reward function in the reward; every function is reported as reward/<name>/mean. "
+        "arithmetic: correct, format; code: tests_passed, format (default: the first 1, the other 0).",
     )
     num_cpus: float = Field(default=0.25, ge=0.0, le=512, description="Ray CPUs reserved per reward actor.")
     delay_s: float = Field(
@@ -118,6 +132,45 @@ class RewardConfig(_Section):
         description="Seconds each reward worker sleeps per chunk before scoring it: a slow verifier or reward "
         "model, simulated (the reward stave slows; diagnostics name it, capacity tests use it).",
     )
+
+
+class SandboxLimitsConfig(_Section):
+    wall_s: float = Field(default=5.0, gt=0.0, le=600.0, description="Wall-clock limit of one execution (timeout).")
+    cpu_s: float = Field(default=5.0, gt=0.0, le=600.0, description="CPU-time limit of each process (timeout).")
+    memory_mb: int = Field(
+        default=512, ge=64, le=65_536, description="Address space of each process, MiB (memory_limit)."
+    )
+    max_processes: int = Field(default=32, ge=1, le=4096, description="Processes and threads at once.")
+    max_output_kb: int = Field(
+        default=64, ge=1, le=65_536, description="stdout + stderr, KiB; past it the program is killed (output_limit)."
+    )
+    max_file_mb: int = Field(default=16, ge=1, le=65_536, description="The largest file the program may write, MiB.")
+
+
+class SandboxConfig(_Section):
+    """Where tasks whose rewards run code (task.name: code) run it; unused by the other tasks."""
+
+    kind: Literal["cold", "warm"] = Field(
+        default="cold",
+        description="cold: a fresh sandbox per execution; warm: pre-started sandboxes (workers.sandbox.warm).",
+    )
+    workers: int = Field(
+        default=2, ge=1, le=1024, description="Sandbox worker actors per reward worker (they scale out to CPU nodes)."
+    )
+    num_cpus: float = Field(default=0.5, ge=0.0, le=512, description="Ray CPUs reserved per sandbox worker.")
+    slots_per_worker: int = Field(
+        default=2,
+        ge=1,
+        le=256,
+        description="Executions in flight per sandbox worker; past that a reward call waits (back-pressure).",
+    )
+    acquire_timeout_s: float = Field(
+        default=300.0,
+        gt=0.0,
+        le=86_400.0,
+        description="How long a reward call waits for a free slot before its sample is masked as a sandbox fault.",
+    )
+    limits: SandboxLimitsConfig = Field(default_factory=SandboxLimitsConfig)
 
 
 class AlgorithmConfig(_Section):
@@ -200,6 +253,7 @@ class GRPOConfig(RecipeConfig):
     warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     samples_per_step: int = Field(
         default=4, ge=0, le=256, description="Rollout samples kept per step (shown on the run page)."
     )
@@ -237,7 +291,18 @@ class GRPOConfig(RecipeConfig):
     def _consistent(self) -> GRPOConfig:
         if self.rollout.engine == "vllm" and self.rollout.num_gpus <= 0:
             raise ValueError("rollout.num_gpus must be at least 1 with rollout.engine 'vllm'")
-        unknown = set(self.reward.weights) - {"correct", "format"}
+        known = REWARD_FUNCTIONS[self.task.name]
+        if "weights" not in self.reward.model_fields_set:
+            self.reward.weights = {known[0]: 1.0, **dict.fromkeys(known[1:], 0.0)}
+        unknown = set(self.reward.weights) - set(known)
         if unknown:
-            raise ValueError(f"reward.weights: unknown reward function(s) {sorted(unknown)}; known: correct, format")
+            raise ValueError(
+                f"reward.weights: unknown reward function(s) {sorted(unknown)} of task {self.task.name}; "
+                f"known: {', '.join(known)}"
+            )
         return self
+
+    @property
+    def uses_sandbox(self) -> bool:
+        """The task's rewards run code: each reward worker gets a sandbox pool."""
+        return self.task.name in SANDBOX_TASKS

@@ -11,7 +11,10 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from workers.sandbox.pool import SandboxStats
 
 # Per mini-batch figures of a PPO update, averaged into ``policy/<name>`` (grad_norm: the max too).
 UPDATE_STATS = ("loss", "clip_frac", "approx_kl", "kl_ref", "entropy", "grad_norm", "skipped_updates")
@@ -77,6 +80,8 @@ class ScoredChunkTimes(Protocol):
     def errors(self) -> int: ...
     @property
     def scored_at(self) -> float: ...
+    @property
+    def sandbox(self) -> SandboxStats | None: ...
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,46 @@ def pipeline_metrics(
         "reward_pipeline/latency_ms_p50": percentile(latencies, 50),
         "reward_pipeline/latency_ms_p99": percentile(latencies, 99),
         "reward_pipeline/errors": float(sum(ch.errors for ch in chunks)),
+        # Samples of this update whose sandbox failed: no reward, out of the advantages and the loss.
+        "reward_pipeline/masked": float(sum(1 for g in groups for s in g if s.get("masked", False))),
         "weights/version": float(version),
+        **sandbox_metrics([ch.sandbox for ch in chunks if ch.sandbox is not None]),
+    }
+
+
+# What a run's sandbox isolation tier is reported as (sandbox/isolation_tier): higher is stronger.
+ISOLATION_TIERS = {"bubblewrap": 2.0, "rlimits": 1.0, "unconfined": 0.0}
+
+
+def isolation_metrics(described: Mapping[str, Any]) -> dict[str, float]:
+    """``sandbox/isolation_tier`` (2 bubblewrap, 1 rlimits, 0 unconfined, -1 none can run) and
+    ``sandbox/fallback`` (1 when weaker than bubblewrap), from a sandbox's ``describe()``."""
+    tier = -1.0 if described.get("unavailable") else ISOLATION_TIERS.get(str(described.get("tier")), -1.0)
+    return {"sandbox/isolation_tier": tier, "sandbox/fallback": 0.0 if tier == 2.0 else 1.0}
+
+
+def sandbox_metrics(stats: Sequence[SandboxStats]) -> dict[str, float]:
+    """DESIGN's ``sandbox/*`` over the reward workers' pools, for the chunks of one update: start
+    and execution times of the executions the sandbox ran (faults left out), sandbox faults
+    (retried ones included), timeouts, worker actors and the most executions in flight at once;
+    plus executions, retries and workers replaced. Empty when no pool ran."""
+    if not stats:
+        return {}
+    start = [ms for s in stats for ms in s.start_ms]
+    exec_ = [ms for s in stats for ms in s.exec_ms]
+    return {
+        "sandbox/start_ms_p50": percentile(start, 50),
+        "sandbox/start_ms_p99": percentile(start, 99),
+        "sandbox/exec_ms_p50": percentile(exec_, 50),
+        "sandbox/exec_ms_p99": percentile(exec_, 99),
+        "sandbox/failures": float(sum(s.failures for s in stats)),
+        "sandbox/timeouts": float(sum(s.timeouts for s in stats)),
+        # Chunks of one pool may be several: the largest count is the pool's (each reward worker has one).
+        "sandbox/pool_size": float(max(s.pool_size for s in stats)),
+        "sandbox/busy": float(max(s.busy for s in stats)),
+        "sandbox/executions": float(sum(s.executions for s in stats)),
+        "sandbox/retries": float(sum(s.retries for s in stats)),
+        "sandbox/replaced": float(sum(s.replaced for s in stats)),
     }
 
 
@@ -136,9 +180,16 @@ def pace_metrics(*, step_s: float, tokens: int, samples: int) -> dict[str, float
     }
 
 
-def eval_metrics(name: str, rewards: Sequence[float], parts: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """``eval/<name>/reward_mean`` and each reward function's mean, over one greedy eval set."""
-    metrics = {f"eval/{name}/reward_mean": statistics.fmean(rewards)}
-    for part in parts[0]:
-        metrics[f"eval/{name}/{part}"] = statistics.fmean(p[part] for p in parts)
+def eval_metrics(
+    name: str, rewards: Sequence[float], parts: Sequence[Mapping[str, float]], masked: Sequence[bool] = ()
+) -> dict[str, float]:
+    """``eval/<name>/reward_mean`` and each reward function's mean, over one greedy eval set;
+    samples whose sandbox failed (``masked``) are left out and counted in ``eval/<name>/masked``."""
+    keep = [i for i in range(len(rewards)) if not (masked and masked[i])]
+    metrics = {f"eval/{name}/masked": float(len(rewards) - len(keep))} if masked else {}
+    if not keep:
+        return metrics
+    metrics[f"eval/{name}/reward_mean"] = statistics.fmean(rewards[i] for i in keep)
+    for part in parts[keep[0]]:
+        metrics[f"eval/{name}/{part}"] = statistics.fmean(parts[i][part] for i in keep)
     return metrics

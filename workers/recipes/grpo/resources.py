@@ -28,6 +28,8 @@ class ResourcePlan:
     reward: Footprint  # each of reward.workers
     trainer: Footprint
     reference: Footprint | None
+    # Each sandbox worker (sandbox.workers per reward worker), when the task runs code.
+    sandbox: Footprint | None
     # What the trainer and the reference are told to compute on: the GPU they reserved, or CPU.
     device: str
 
@@ -38,6 +40,7 @@ class ResourcePlan:
             (config.reward.workers, self.reward),
             (1, self.trainer),
             *([(1, self.reference)] if self.reference is not None else []),
+            *([(config.reward.workers * config.sandbox.workers, self.sandbox)] if self.sandbox is not None else []),
         ]
         return {
             "CPU": sum(n * part.num_cpus for n, part in parts),
@@ -61,6 +64,7 @@ def plan_resources(config: GRPOConfig, cluster: Mapping[str, float]) -> Resource
         reward=Footprint(config.reward.num_cpus),
         trainer=Footprint(config.trainer_num_cpus, gpus),
         reference=Footprint(config.reference_num_cpus, gpus) if reference else None,
+        sandbox=Footprint(config.sandbox.num_cpus) if config.uses_sandbox else None,
         device="cuda" if on_gpu else "cpu",
     )
 
@@ -75,7 +79,13 @@ def check_resources(config: GRPOConfig, plan: ResourcePlan, cluster: Mapping[str
         "CPU": f"rollout {config.rollout.workers} x {plan.rollout.num_cpus:g}, reward {config.reward.workers} x "
         f"{plan.reward.num_cpus:g}, trainer {plan.trainer.num_cpus:g}"
         + (f", reference {plan.reference.num_cpus:g}" if plan.reference else "")
-        + "; lower rollout.num_cpus / reward.num_cpus / trainer_num_cpus / reference_num_cpus or add nodes",
+        + (
+            f", sandbox {config.reward.workers * config.sandbox.workers} x {plan.sandbox.num_cpus:g}"
+            if plan.sandbox
+            else ""
+        )
+        + "; lower rollout.num_cpus / reward.num_cpus / trainer_num_cpus / reference_num_cpus / sandbox.num_cpus "
+        "or add nodes",
     }
     for resource in ("GPU", "CPU"):
         have = cluster.get(resource, 0.0)

@@ -123,6 +123,7 @@ class GRPORun:
             reference_path=reference_path,
         )
         self.reference_path = reference_path
+        self.record_sandbox()
         self._version: int = ray.get(self.trainer.get_version.remote())
         self.sync_weights(self._version, wait=True)
         self.engine_deltas()  # the baseline: start-up and the first load are not a step's
@@ -134,6 +135,25 @@ class GRPORun:
         self.evaluate(config.steps)
         if not (config.checkpoint.every and config.steps % config.checkpoint.every == 0):
             self.checkpoint(config.steps)
+
+    def record_sandbox(self) -> None:
+        """The isolation the reward workers' sandboxes use: logged (loudly when weaker than
+        bubblewrap) and reported as ``sandbox/isolation_tier`` and ``sandbox/fallback``. The
+        run's environment record (entrypoint) is posted before the recipe starts and has no
+        field for it."""
+        if not self.config.uses_sandbox:
+            return
+        described: dict[str, Any] = ray.get(self.actors.reward[0].describe_sandbox.remote())
+        figures = grpo_metrics.isolation_metrics(described)
+        if figures["sandbox/fallback"]:
+            self.log.warning(
+                "SANDBOX FALLBACK: rewards run code in the %s tier: %s (not enforced: %s)",
+                described.get("tier"),
+                described.get("reason_for_fallback") or described.get("unavailable"),
+                ", ".join(described.get("not_enforced", [])),
+            )
+        self.log.info("sandbox: %s", described)
+        self.ctx.reporter.log(figures, self.step)
 
     def resume(self, resume: ResumePoint) -> str | None:
         """Load the checkpoint into the trainer and restore step, data order and launch count."""
@@ -305,7 +325,7 @@ class GRPORun:
             "step %d/%d reward/mean=%.3f staleness=%.1f engine_kl=%.2e step_s=%.2f",
             step + 1,
             config.steps,
-            metrics["reward/mean"],
+            metrics.get("reward/mean", float("nan")),
             metrics["offpolicy/staleness_mean"],
             metrics["mismatch/engine_kl"],
             step_s,
@@ -329,7 +349,11 @@ class GRPORun:
                     "prompt_tokens": len(s["prompt_ids"]),
                     "response_tokens": len(s["response_ids"]),
                     "weight_version": s["weight_version"],
-                    "extra": {"parts": s["parts"], "truncated": s["truncated"]},
+                    "extra": {
+                        "parts": s["parts"],
+                        "truncated": s["truncated"],
+                        **({"masked": s["mask_reason"]} if s.get("masked") else {}),
+                    },
                 }
                 for s in picked
             ]
@@ -350,7 +374,11 @@ class GRPORun:
         for name, ref in pending.items():
             scored: actors.ScoredChunk = ray.get(ref)
             samples = [g[0] for g in scored.groups]
-            metrics.update(grpo_metrics.eval_metrics(name, [s.reward for s in samples], [s.parts for s in samples]))
+            metrics.update(
+                grpo_metrics.eval_metrics(
+                    name, [s.reward for s in samples], [s.parts for s in samples], [s.masked for s in samples]
+                )
+            )
         self.ctx.reporter.log(metrics, step)
         self.log.info("eval at step %d: %s", step, ", ".join(f"{k}={v:.3f}" for k, v in metrics.items()))
 

@@ -66,16 +66,38 @@ def uri_to_path(uri: str) -> str:
 
 def task_spec(config: GRPOConfig) -> dict[str, Any]:
     """The task as the reward workers rebuild it: name, options and split seed."""
+    options: dict[str, Any] = {
+        "train_size": config.task.train_size,
+        "held_out_size": config.task.held_out_size,
+        "warm_start_size": config.task.warm_start_size,
+    }
+    if config.task.name == "arithmetic":
+        options.update(digits=config.task.digits, ops=tuple(config.task.ops))
+    return {"name": config.task.name, "options": options, "seed": config.task.split_seed}
+
+
+def sandbox_spec(config: GRPOConfig) -> dict[str, Any] | None:
+    """The keyword arguments of each reward worker's ``SandboxPool``; None when the task runs no code."""
+    if not config.uses_sandbox:
+        return None
+    from workers.sandbox.base import Limits, MiB
+
+    sandbox = config.sandbox
+    limits = sandbox.limits
     return {
-        "name": config.task.name,
-        "options": {
-            "digits": config.task.digits,
-            "ops": tuple(config.task.ops),
-            "train_size": config.task.train_size,
-            "held_out_size": config.task.held_out_size,
-            "warm_start_size": config.task.warm_start_size,
-        },
-        "seed": config.task.split_seed,
+        "workers": sandbox.workers,
+        "num_cpus": sandbox.num_cpus,
+        "kind": sandbox.kind,
+        "slots_per_worker": sandbox.slots_per_worker,
+        "acquire_timeout_s": sandbox.acquire_timeout_s,
+        "limits": Limits(
+            wall_s=limits.wall_s,
+            cpu_s=limits.cpu_s,
+            memory_bytes=limits.memory_mb * MiB,
+            max_processes=limits.max_processes,
+            max_output_bytes=limits.max_output_kb * 1024,
+            max_file_bytes=limits.max_file_mb * MiB,
+        ),
     }
 
 
@@ -144,6 +166,7 @@ def start_actors(
             threads=1,
             tiny=tiny,
             delay_s=config.reward.delay_s,
+            sandbox=sandbox_spec(config),
         )
         for _ in range(config.reward.workers)
     ]

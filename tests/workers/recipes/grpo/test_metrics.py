@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from workers.recipes.grpo import metrics
+from workers.sandbox.pool import SandboxStats
 
 
 def test_update_metrics_average_each_figure_and_keep_the_largest_gradient() -> None:
@@ -66,14 +67,27 @@ def test_reward_parts_group_each_functions_values() -> None:
     assert metrics.reward_parts(samples) == {"correct": [1.0, 0.0], "format": [1.0, 1.0]}
 
 
-def scored(*, generate_s: float, compute_s: float, latency_s: float, errors: int, scored_at: float) -> SimpleNamespace:
+def scored(
+    *,
+    generate_s: float,
+    compute_s: float,
+    latency_s: float,
+    errors: int,
+    scored_at: float,
+    sandbox: SandboxStats | None = None,
+) -> SimpleNamespace:
     return SimpleNamespace(
-        generate_s=generate_s, compute_s=compute_s, latency_s=latency_s, errors=errors, scored_at=scored_at
+        generate_s=generate_s,
+        compute_s=compute_s,
+        latency_s=latency_s,
+        errors=errors,
+        scored_at=scored_at,
+        sandbox=sandbox,
     )
 
 
 def test_pipeline_metrics_count_staleness_against_the_weights_trained_on() -> None:
-    groups = [[{"weight_version": 4}], [{"weight_version": 3}], [{"weight_version": 4}]]
+    groups = [[{"weight_version": 4}], [{"weight_version": 3}], [{"weight_version": 4, "masked": True}]]
     chunks = [
         scored(generate_s=2.0, compute_s=0.5, latency_s=0.1, errors=0, scored_at=99.0),
         scored(generate_s=4.0, compute_s=1.5, latency_s=0.3, errors=2, scored_at=101.0),
@@ -98,8 +112,58 @@ def test_pipeline_metrics_count_staleness_against_the_weights_trained_on() -> No
         "reward_pipeline/latency_ms_p50": pytest.approx(200.0),
         "reward_pipeline/latency_ms_p99": pytest.approx(298.0),
         "reward_pipeline/errors": 2.0,
+        "reward_pipeline/masked": 1.0,
         "weights/version": 5.0,
     }
+
+
+def test_sandbox_metrics_merge_the_pools_of_a_step() -> None:
+    groups = [[{"weight_version": 0}]]
+    first = SandboxStats(
+        executions=3, start_ms=[10.0, 20.0], exec_ms=[1.0, 3.0], failures=2, retries=1, busy=2, pool_size=2
+    )
+    second = SandboxStats(executions=1, start_ms=[30.0], exec_ms=[2.0], timeouts=1, replaced=1, busy=1, pool_size=2)
+    chunks = [
+        scored(generate_s=1.0, compute_s=1.0, latency_s=0.1, errors=0, scored_at=0.0, sandbox=first),
+        scored(generate_s=1.0, compute_s=1.0, latency_s=0.1, errors=0, scored_at=0.0, sandbox=second),
+    ]
+    times = metrics.StepTimes(
+        train_start_wall=0.0, weight_sync_s=0.0, trainer_wait_s=0.0, rollout_idle_s=0.0, queue_depth=0
+    )
+    out = metrics.pipeline_metrics(
+        groups, chunks, version=1, dropped=0, times=times, rollout_workers=1, reward_workers=1
+    )
+    assert {k: v for k, v in out.items() if k.startswith("sandbox/")} == {
+        "sandbox/start_ms_p50": 20.0,
+        "sandbox/start_ms_p99": pytest.approx(29.8),
+        "sandbox/exec_ms_p50": 2.0,
+        "sandbox/exec_ms_p99": pytest.approx(2.98),
+        "sandbox/failures": 2.0,
+        "sandbox/timeouts": 1.0,
+        "sandbox/pool_size": 2.0,
+        "sandbox/busy": 2.0,
+        "sandbox/executions": 4.0,
+        "sandbox/retries": 1.0,
+        "sandbox/replaced": 1.0,
+    }
+    assert out["reward_pipeline/masked"] == 0.0
+
+
+def test_isolation_tier_is_a_number_and_a_fallback_is_flagged() -> None:
+    assert metrics.isolation_metrics({"tier": "bubblewrap", "unavailable": ""}) == {
+        "sandbox/isolation_tier": 2.0,
+        "sandbox/fallback": 0.0,
+    }
+    assert metrics.isolation_metrics({"tier": "rlimits", "unavailable": ""})["sandbox/fallback"] == 1.0
+    assert metrics.isolation_metrics({"tier": "bubblewrap", "unavailable": "no bwrap"}) == {
+        "sandbox/isolation_tier": -1.0,
+        "sandbox/fallback": 1.0,
+    }
+
+
+def test_eval_leaves_masked_samples_out_and_counts_them() -> None:
+    out = metrics.eval_metrics("held_out", [1.0, 0.0, 0.0], [{"t": 1.0}, {"t": 0.0}, {}], [False, False, True])
+    assert out == {"eval/held_out/masked": 1.0, "eval/held_out/reward_mean": 0.5, "eval/held_out/t": 0.5}
 
 
 def test_pace_metrics_are_zero_rather_than_infinite_for_an_instant_step() -> None:
