@@ -190,13 +190,15 @@ class SandboxPool:
 
     # ------------------------------------------------------------------ slots
     def _acquire(self, avoid: int | None) -> _Slot | None:
-        """The free worker with the fewest in flight (not ``avoid`` while another is free); waits
-        up to ``acquire_timeout_s`` for one, else None."""
+        """The free worker with the fewest in flight, never ``avoid`` (the worker a retried fault
+        came from) when the pool has another; waits up to ``acquire_timeout_s`` for one, else None."""
         deadline = time.monotonic() + self.acquire_timeout_s
         with self._cond:
             while True:
-                free = [s for s in self._slots if s.in_flight < self.slots_per_worker]
-                preferred = [s for s in free if s.index != avoid] or free
+                others = len(self._slots) > 1
+                preferred = [
+                    s for s in self._slots if s.in_flight < self.slots_per_worker and not (others and s.index == avoid)
+                ]
                 if preferred:
                     slot = min(preferred, key=lambda s: (s.in_flight, s.index))
                     slot.in_flight += 1
@@ -238,8 +240,9 @@ class SandboxPool:
         return result, slot.index
 
     def execute(self, program: Program, *, limits: Limits | None = None) -> ExecResult:
-        """Run ``program``; a sandbox fault is retried once on another worker (a fresh one if the
-        first died). The result says what happened, a retried fault included (``reason``)."""
+        """Run ``program``; a sandbox fault is retried once on another worker (waiting for one of
+        its slots), or on the only worker (a fresh actor if it died). The result says what
+        happened; a fault that failed again names the first in its ``reason``."""
         limits = limits or self.limits
         result, index = self._once(program, limits, None)
         retried = False

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 
+from tests.workers.recipes.grpo.test_parts import PPO, _trainer
 from workers.engines.base import Generation
 from workers.models.tiny import TinySpec, ensure_tiny_model
 from workers.recipes.grpo import actors, algo
@@ -127,20 +128,10 @@ def test_the_trainer_leaves_masked_samples_out_of_the_loss(model_path: str, scor
         for s in g:
             if s["masked"]:
                 s["reward"], s["logprobs"] = 1000.0, [-30.0] * len(s["logprobs"])
-    ppo: dict[str, Any] = {
-        "clip_eps": 0.2,
-        "kl_coef": 0.0,
-        "ppo_epochs": 1,
-        "mini_batches": 2,
-        "max_grad_norm": 1.0,
-        "tis_cap": 2.0,
-    }
     results = []
     for batch in (groups, wild):
-        trainer = actors.Trainer(
-            model_path=model_path, device="cpu", threads=1, lr=3e-3, temperature=1.0, keep_versions=2, seed=0
-        )
-        metrics = trainer.train_step(batch, None, step=0, **ppo)
+        trainer = _trainer(model_path)
+        metrics = trainer.train_step(batch, None, step=0, **PPO)
         results.append((metrics, trainer.state()))
     (plain, after), (with_wild, after_wild) = results
     assert plain["policy/loss"] == pytest.approx(with_wild["policy/loss"], rel=1e-6)
@@ -154,13 +145,9 @@ def test_the_trainer_leaves_masked_samples_out_of_the_loss(model_path: str, scor
 def test_an_update_with_every_sample_masked_changes_nothing(model_path: str, scorer: actors.RewardWorker):
     chunk = scorer.score(_chunk(scorer, [["9*x", "9*x"]]))
     groups = [[s.as_dict() for s in g] for g in chunk.groups]
-    trainer = actors.Trainer(
-        model_path=model_path, device="cpu", threads=1, lr=3e-3, temperature=1.0, keep_versions=2, seed=0
-    )
+    trainer = _trainer(model_path)
     before = trainer.state()
-    metrics = trainer.train_step(
-        groups, None, step=0, clip_eps=0.2, kl_coef=0.0, ppo_epochs=1, mini_batches=1, max_grad_norm=1.0, tis_cap=2.0
-    )
+    metrics = trainer.train_step(groups, None, step=0, **PPO)
     assert "reward/mean" not in metrics and metrics["reward/zero_std_frac"] == 1.0
     assert metrics["policy/update_norm"] == 0.0
     assert all(torch.equal(before[k], v) for k, v in trainer.state().items())

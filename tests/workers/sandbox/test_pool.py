@@ -1,0 +1,163 @@
+"""The sandbox pool on a real Ray head: programs run and are counted; sandbox faults (a sandbox
+that cannot start, a worker killed mid-execution) are retried once on another or a fresh
+worker, program outcomes never; a sample whose sandbox fails twice reaches the step as masked."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+
+from workers.engines.base import Generation
+from workers.models.tiny import TinySpec, ensure_tiny_model
+from workers.recipes.grpo import actors
+from workers.recipes.grpo import metrics as grpo_metrics
+from workers.sandbox.base import Limits, Outcome
+from workers.sandbox.pool import SandboxPool
+
+BROKEN = {"tier": "bubblewrap", "bwrap": "/nonexistent/bwrap"}  # every execution a start_failure
+LIMITS = Limits(wall_s=20, cpu_s=10)
+
+
+# A Ray cluster of the test's own, started in-process as the other worker tests start theirs (the
+# ray_address fixture's head answers on its dashboard's HTTP address, which ray.init cannot join).
+# Marked e2e: the fast loop starts no Ray.
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def on_ray() -> Iterator[None]:
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def pool(**kw: Any) -> SandboxPool:
+    return SandboxPool(**{"workers": 2, "num_cpus": 0.1, "slots_per_worker": 2, "limits": LIMITS, **kw})
+
+
+def test_the_pool_runs_programs_and_never_retries_their_own_outcomes(on_ray: None):
+    sandboxes = pool()
+    try:
+        codes = {
+            "ok": "print(input()[::-1])",
+            "error": "raise SystemExit(3)",
+            "timeout": "while True: pass",
+            "output": "print('x' * 100_000)",
+        }
+        results: dict[str, Any] = {}
+
+        def run(name: str) -> None:
+            limits = Limits(wall_s=2, cpu_s=10, max_output_bytes=1000) if name != "ok" else None
+            results[name] = sandboxes.run(codes[name], stdin="abc\n", limits=limits)
+
+        threads = [threading.Thread(target=run, args=(name,)) for name in codes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results["ok"].outcome is Outcome.OK and results["ok"].stdout == "cba\n"
+        assert results["error"].outcome is Outcome.PROGRAM_ERROR and results["error"].exit_code == 3
+        assert results["timeout"].outcome is Outcome.TIMEOUT
+        assert results["output"].outcome is Outcome.OUTPUT_LIMIT
+        stats = sandboxes.take_stats()
+        assert stats.executions == 4 and stats.retries == 0 and stats.failures == 0
+        assert stats.timeouts == 1 and len(stats.start_ms) == len(stats.exec_ms) == 4
+        assert stats.pool_size == 2 and 1 <= stats.busy <= 4
+        assert sandboxes.take_stats().executions == 0  # taken: counting starts again
+        described = sandboxes.describe()
+        assert described["tier"] and described["pool"] == {
+            "kind": "cold",
+            "workers": 2,
+            "slots_per_worker": 2,
+            "num_cpus": 0.1,
+        }
+    finally:
+        sandboxes.close()
+
+
+def test_a_sandbox_that_cannot_start_is_retried_once_on_another_worker(on_ray: None):
+    half = pool(options=[BROKEN, {}])
+    both = pool(options=[BROKEN, BROKEN])
+    try:
+        result = half.run("print('hi')")
+        assert result.ok and result.stdout == "hi\n"
+        stats = half.take_stats()
+        assert (stats.executions, stats.failures, stats.retries) == (2, 1, 1)
+
+        result = both.run("print('hi')")
+        assert result.outcome is Outcome.START_FAILURE and "retried after" in result.reason
+        stats = both.take_stats()
+        assert (stats.executions, stats.failures, stats.retries) == (2, 2, 1)
+    finally:
+        half.close()
+        both.close()
+
+
+def test_a_worker_killed_mid_execution_is_a_crash_retried_on_a_fresh_worker(on_ray: None):
+    one = pool(workers=1)
+    try:
+        first = one.handles[0]
+        out: list[Any] = []
+        runner = threading.Thread(target=lambda: out.append(one.run("import time; time.sleep(2); print('done')")))
+        runner.start()
+        while not one.take_stats().busy:  # in flight on the worker
+            time.sleep(0.05)
+        ray.kill(first, no_restart=True)
+        runner.join()
+        assert out[0].ok and out[0].stdout == "done\n"
+        stats = one.take_stats()
+        assert (stats.failures, stats.retries, stats.replaced) == (1, 1, 1)
+        assert one.handles[0] is not first
+    finally:
+        one.close()
+
+
+def test_samples_whose_sandbox_fails_twice_reach_the_step_as_masked(on_ray: None, tmp_path_factory):
+    model_path = str(ensure_tiny_model(TinySpec(), cache_dir=tmp_path_factory.mktemp("models")))
+    task = {"name": "code", "options": {"train_size": 4, "held_out_size": 2, "warm_start_size": 0}, "seed": 0}
+    spec = {"workers": 2, "num_cpus": 0.1, "slots_per_worker": 2, "limits": LIMITS}
+    weights = {"tests_passed": 1.0, "format": 0.0}
+    broken = actors.RewardWorker(
+        task=task, model_path=model_path, weights=weights, threads=1, sandbox={**spec, "options": [BROKEN, BROKEN]}
+    )
+    half = actors.RewardWorker(
+        task=task, model_path=model_path, weights=weights, threads=1, sandbox={**spec, "options": [BROKEN, {}]}
+    )
+    try:
+        prompt = broken.task.train_prompts()[0]
+        tok = broken.tokenizer
+        texts = [prompt.answer, "x*x*x*x", prompt.answer]
+        responses = [[*tok(t, add_special_tokens=False)["input_ids"], tok.eos_token_id] for t in texts]
+        chunk = actors.RolloutChunk(
+            [[Generation(tok(prompt.text)["input_ids"], r, [-0.1] * len(r), 0, False) for r in responses]],
+            [prompt.id],
+            time.time(),
+            0.1,
+        )
+        masked = broken.score(chunk)
+        assert [s.masked for s in masked.groups[0]] == [True, True, True]
+        assert all("start_failure" in s.mask_reason for s in masked.groups[0])
+        groups = [[s.as_dict() for s in g] for g in masked.groups]
+        times = grpo_metrics.StepTimes(
+            train_start_wall=time.time(), weight_sync_s=0.0, trainer_wait_s=0.0, rollout_idle_s=0.0, queue_depth=1
+        )
+        step = grpo_metrics.pipeline_metrics(
+            groups, [masked], version=1, dropped=0, times=times, rollout_workers=1, reward_workers=1
+        )
+        assert step["reward_pipeline/masked"] == 3.0 and step["reward_pipeline/errors"] == 0.0
+        assert step["sandbox/failures"] == 6.0 and step["sandbox/retries"] == 3.0
+
+        # With one worker that works, every fault is retried there: nothing masked, rewards exact.
+        scored = half.score(chunk)
+        assert [(s.masked, s.reward) for s in scored.groups[0]] == [(False, 1.0), (False, 0.0), (False, 1.0)]
+        assert scored.masked == 0 and scored.sandbox is not None and scored.sandbox.retries >= 1
+    finally:
+        for worker in (broken, half):
+            assert worker.pool is not None
+            worker.pool.close()
