@@ -75,7 +75,7 @@ def build_report(run: Run, state: dict[str, Any], *, target: float | None = None
 # for the update and put back only once its transaction has committed: an update that fails
 # halfway leaves nothing half-folded behind.
 _STATES: OrderedDict[int, tuple[tuple[int, datetime], dict[str, Any]]] = OrderedDict()
-MAX_CACHED_STATES = 256
+MAX_CACHED_STATES = 256  # ~150 KB each, unpacked, for a run of 40 keys
 # Run fields an update never reads, left in the table (a run's config is read once, for its
 # resources, when the state has none yet).
 _RUN_UNREAD = ("config", "failure_reason", "log_tail", "waiting_for")
