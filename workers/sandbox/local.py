@@ -488,7 +488,8 @@ class LocalSandbox:
     def program_uid(self) -> int | None:
         """The host uid the program's processes run as, where not our own."""
         if self.tier is Tier.BUBBLEWRAP:
-            return self.probe.bwrap_uid
+            # The probe found bwrap works as an unprivileged uid (nobody): this sandbox's uid then.
+            return self.uid if self.probe.bwrap_uid is not None else None
         return self.uid if self.tier is Tier.RLIMITS else None
 
 

@@ -165,7 +165,8 @@ def test_fork_bomb_is_contained(box: LocalSandbox) -> None:
 
 @pytest.mark.parametrize("pids_cgroup", [True, False], ids=["pids-cgroup", "rlimit-nproc"])
 def test_fork_bomb_cannot_pass_max_processes(box: LocalSandbox, pids_cgroup: bool) -> None:
-    limited = LocalSandbox(LIMITS, tier=Tier.BUBBLEWRAP, pids_cgroup=pids_cgroup)
+    # A uid of its own: RLIMIT_NPROC counts every process of the uid on the host (other sandboxes').
+    limited = LocalSandbox(LIMITS, tier=Tier.BUBBLEWRAP, pids_cgroup=pids_cgroup, uid=NOBODY - 3)
     assert any(e.startswith("max_processes") for e in limited.describe()["enforced"])
     r = limited.run(
         textwrap.dedent(
