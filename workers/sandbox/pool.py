@@ -150,6 +150,9 @@ class SandboxPool:
         if len(per_worker) != workers:
             raise ValueError(f"{len(per_worker)} executor option mappings for {workers} workers")
         self._options = [dict(o) for o in per_worker]
+        if kind == "warm":  # as many warm sandboxes as executions a worker takes at once
+            for o in self._options:
+                o.setdefault("size", slots_per_worker)
         self._cond = threading.Condition()
         self._stats = SandboxStats(pool_size=workers)
         self._slots = [_Slot(self._start(i), i) for i in range(workers)]

@@ -161,3 +161,15 @@ def test_samples_whose_sandbox_fails_twice_reach_the_step_as_masked(on_ray: None
         for worker in (broken, half):
             assert worker.pool is not None
             worker.pool.close()
+
+
+def test_a_warm_pool_is_one_option_away(on_ray: None):
+    warm = pool(workers=1, kind="warm")
+    try:
+        result = warm.run("print(6 * 7)")
+        assert result.ok and result.stdout == "42\n"
+        described = warm.describe()
+        assert "warm_pool" in described and described["pool"]["kind"] == "warm"
+        assert ray.get(warm.handles[0].stats.remote())["pool_size"] == 2  # slots_per_worker
+    finally:
+        warm.close()
