@@ -112,20 +112,11 @@ def _tree(root: int) -> list[int]:
     return out
 
 
-def rss_kib(pid: int) -> int:
+def proc_kib(pid: int, file: str = "status", key: str = "VmRSS:") -> int:
+    """A KiB figure of /proc/<pid>/<file> (RSS by default; PSS from smaps_rollup's Pss:)."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def pss_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+            if line.startswith(key):
                 return int(line.split()[1])
     except OSError:
         pass
@@ -149,7 +140,7 @@ def pool_memory(pool: WarmPool, root: str) -> tuple[int, int, int, int]:
             monitors.append(int(entry.name))
     pids = {p for m in monitors for p in _tree(m)}
     roots = [m for m in monitors if not any(m in _tree(o) and o != m for o in monitors)]
-    return sum(rss_kib(p) for p in pids), sum(pss_kib(p) for p in pids), len(roots), len(pids)
+    return sum(proc_kib(p) for p in pids), sum(proc_kib(p, "smaps_rollup", "Pss:") for p in pids), len(roots), len(pids)
 
 
 def sandbox_rss(box: LocalSandbox) -> tuple[int, int]:
@@ -168,7 +159,7 @@ def sandbox_rss(box: LocalSandbox) -> tuple[int, int]:
                 if marker.encode() in cmd and cmd.startswith(box.bwrap.encode()):
                     time.sleep(0.3)  # the program is up and asleep
                     pids = _tree(int(entry.name))
-                    found.append((sum(rss_kib(p) for p in pids), len(pids)))
+                    found.append((sum(proc_kib(p) for p in pids), len(pids)))
                     break
             time.sleep(0.01)
 
