@@ -17,7 +17,7 @@ from workers.engines.base import Generation
 from workers.models.tiny import TinySpec, ensure_tiny_model
 from workers.recipes.grpo import actors
 from workers.recipes.grpo import metrics as grpo_metrics
-from workers.sandbox.base import Limits, Outcome
+from workers.sandbox.base import ExecResult, Limits, Outcome, Program
 from workers.sandbox.pool import SandboxPool
 
 BROKEN = {"tier": "bubblewrap", "bwrap": "/nonexistent/bwrap"}  # every execution a start_failure
@@ -26,10 +26,7 @@ LIMITS = Limits(wall_s=20, cpu_s=10)
 
 # A Ray cluster of the test's own, started in-process as the other worker tests start theirs (the
 # ray_address fixture's head answers on its dashboard's HTTP address, which ray.init cannot join).
-# Marked e2e: the fast loop starts no Ray.
-pytestmark = pytest.mark.e2e
-
-
+# The tests that use it are marked e2e: the fast loop starts no Ray.
 @pytest.fixture(scope="module")
 def on_ray() -> Iterator[None]:
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
@@ -41,6 +38,7 @@ def pool(**kw: Any) -> SandboxPool:
     return SandboxPool(**{"workers": 2, "num_cpus": 0.1, "slots_per_worker": 2, "limits": LIMITS, **kw})
 
 
+@pytest.mark.e2e
 def test_the_pool_runs_programs_and_never_retries_their_own_outcomes(on_ray: None):
     sandboxes = pool()
     try:
@@ -81,6 +79,7 @@ def test_the_pool_runs_programs_and_never_retries_their_own_outcomes(on_ray: Non
         sandboxes.close()
 
 
+@pytest.mark.e2e
 def test_a_sandbox_that_cannot_start_is_retried_once_on_another_worker(on_ray: None):
     half = pool(options=[BROKEN, {}])
     both = pool(options=[BROKEN, BROKEN])
@@ -99,6 +98,7 @@ def test_a_sandbox_that_cannot_start_is_retried_once_on_another_worker(on_ray: N
         both.close()
 
 
+@pytest.mark.e2e
 def test_a_worker_killed_mid_execution_is_a_crash_retried_on_a_fresh_worker(on_ray: None):
     one = pool(workers=1)
     try:
@@ -118,6 +118,7 @@ def test_a_worker_killed_mid_execution_is_a_crash_retried_on_a_fresh_worker(on_r
         one.close()
 
 
+@pytest.mark.e2e
 def test_samples_whose_sandbox_fails_twice_reach_the_step_as_masked(on_ray: None, tmp_path_factory):
     model_path = str(ensure_tiny_model(TinySpec(), cache_dir=tmp_path_factory.mktemp("models")))
     task = {"name": "code", "options": {"train_size": 4, "held_out_size": 2, "warm_start_size": 0}, "seed": 0}
@@ -163,6 +164,7 @@ def test_samples_whose_sandbox_fails_twice_reach_the_step_as_masked(on_ray: None
             worker.pool.close()
 
 
+@pytest.mark.e2e
 def test_a_warm_pool_is_one_option_away(on_ray: None):
     warm = pool(workers=1, kind="warm")
     try:
@@ -173,3 +175,102 @@ def test_a_warm_pool_is_one_option_away(on_ray: None):
         assert ray.get(warm.handles[0].stats.remote())["pool_size"] == 2  # slots_per_worker
     finally:
         warm.close()
+
+
+# ---------------------------------------------------------------------- without Ray
+class FakeWorker:
+    """A worker handle whose ``execute.remote`` answers at once (``ray.get`` is the identity here)."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.calls = 0
+        self.execute = self
+
+    def remote(self, program: Program, limits: Limits) -> ExecResult:
+        self.calls += 1
+        answer = self.answer(program) if callable(self.answer) else self.answer
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def ok_result() -> ExecResult:
+    return ExecResult(Outcome.OK, 0, "fine\n", "", 1.0, 2.0)
+
+
+@pytest.fixture
+def fake_ray(monkeypatch: pytest.MonkeyPatch) -> list[FakeWorker]:
+    """Workers started by the pool are taken from the list this returns, in order."""
+    queue: list[FakeWorker] = []
+    monkeypatch.setattr(ray, "get", lambda ref, timeout=None: ref)
+    monkeypatch.setattr(ray, "kill", lambda handle, no_restart=True: None)
+    monkeypatch.setattr(SandboxPool, "_start", lambda self, index: queue.pop(0))
+    return queue
+
+
+def test_program_outcomes_are_never_retried(fake_ray: list[FakeWorker]):
+    error = ExecResult(Outcome.PROGRAM_ERROR, 1, "", "boom", 1.0, 1.0)
+    fake_ray += [FakeWorker(error), FakeWorker(ok_result())]
+    sandboxes = SandboxPool(workers=2)
+    assert sandboxes.run("raise SystemExit(1)").outcome is Outcome.PROGRAM_ERROR
+    assert [w.calls for w in sandboxes.handles] == [1, 0]
+    assert sandboxes.take_stats().retries == 0
+
+
+def test_a_dead_worker_is_replaced_and_the_execution_retried_on_another(fake_ray: list[FakeWorker]):
+    from ray.exceptions import RayActorError
+
+    dead, alive, fresh = FakeWorker(RayActorError()), FakeWorker(ok_result()), FakeWorker(ok_result())
+    fake_ray += [dead, alive, fresh]
+    sandboxes = SandboxPool(workers=2)
+    assert sandboxes.run("print('fine')").ok
+    assert (dead.calls, alive.calls) == (1, 1) and sandboxes.handles == [fresh, alive]
+    stats = sandboxes.take_stats()
+    assert (stats.failures, stats.retries, stats.replaced, stats.executions) == (1, 1, 1, 2)
+
+
+def test_a_saturated_pool_makes_the_caller_wait_then_gives_up(fake_ray: list[FakeWorker]):
+    release = threading.Event()
+    started = threading.Event()
+
+    def slow(program: Program) -> ExecResult:
+        started.set()
+        release.wait(30)
+        return ok_result()
+
+    fake_ray.append(FakeWorker(slow))
+    sandboxes = SandboxPool(workers=1, slots_per_worker=1, acquire_timeout_s=0.2)
+    first: list[ExecResult] = []
+    runner = threading.Thread(target=lambda: first.append(sandboxes.run("pass")))
+    runner.start()
+    started.wait(30)
+    waited = sandboxes.run("pass")  # no slot: waits, then a start_failure, not retried
+    release.set()
+    runner.join()
+    assert waited.outcome is Outcome.START_FAILURE and "no sandbox slot free" in waited.reason
+    assert first[0].ok and sandboxes.handles[0].calls == 1
+    stats = sandboxes.take_stats()
+    assert (stats.failures, stats.retries, stats.busy) == (1, 0, 1)
+
+
+def test_executions_go_to_the_worker_with_fewest_in_flight(fake_ray: list[FakeWorker]):
+    gate = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def held(program: Program) -> ExecResult:
+        entered.release()
+        gate.wait(30)
+        return ok_result()
+
+    fake_ray += [FakeWorker(held), FakeWorker(held)]
+    sandboxes = SandboxPool(workers=2, slots_per_worker=2)
+    threads = [threading.Thread(target=sandboxes.run, args=("pass",)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for _ in threads:
+        entered.acquire(timeout=30)
+    gate.set()
+    for t in threads:
+        t.join()
+    assert [w.calls for w in sandboxes.handles] == [2, 2]
+    assert sandboxes.take_stats().busy == 4
