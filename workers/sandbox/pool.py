@@ -112,6 +112,9 @@ class SandboxStats:
     busy: int = 0
     pool_size: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
+    # Wall seconds during which at least one execution was in flight: what the reward worker
+    # spent waiting on sandboxes (time/sandbox_s), however many ran at once.
+    busy_s: float = 0.0
 
 
 @dataclass
@@ -155,6 +158,8 @@ class SandboxPool:
                 o.setdefault("size", slots_per_worker)
         self._cond = threading.Condition()
         self._stats = SandboxStats(pool_size=workers)
+        self._in_flight = 0
+        self._busy_since = 0.0  # when _in_flight last went from 0 to 1
         self._slots = [_Slot(self._start(i), i) for i in range(workers)]
 
     # ------------------------------------------------------------------ actors
@@ -205,8 +210,10 @@ class SandboxPool:
                 if preferred:
                     slot = min(preferred, key=lambda s: (s.in_flight, s.index))
                     slot.in_flight += 1
-                    busy = sum(s.in_flight for s in self._slots)
-                    self._stats.busy = max(self._stats.busy, busy)
+                    self._in_flight += 1
+                    if self._in_flight == 1:
+                        self._busy_since = time.monotonic()
+                    self._stats.busy = max(self._stats.busy, self._in_flight)
                     return slot
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -216,6 +223,9 @@ class SandboxPool:
     def _release(self, slot: _Slot) -> None:
         with self._cond:
             slot.in_flight -= 1
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._stats.busy_s += time.monotonic() - self._busy_since
             self._cond.notify()
 
     # ------------------------------------------------------------------ executing
@@ -288,7 +298,11 @@ class SandboxPool:
         """What happened since the last call; the counters start again from zero."""
         with self._cond:
             stats = self._stats
-            self._stats = SandboxStats(busy=sum(s.in_flight for s in self._slots), pool_size=len(self._slots))
+            if self._in_flight:  # busy right now: the time so far is this period's
+                now = time.monotonic()
+                stats.busy_s += now - self._busy_since
+                self._busy_since = now
+            self._stats = SandboxStats(busy=self._in_flight, pool_size=len(self._slots))
             return stats
 
     def describe(self) -> dict[str, Any]:

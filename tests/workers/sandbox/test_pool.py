@@ -274,3 +274,40 @@ def test_executions_go_to_the_worker_with_fewest_in_flight(fake_ray: list[FakeWo
         t.join()
     assert [w.calls for w in sandboxes.handles] == [2, 2]
     assert sandboxes.take_stats().busy == 4
+
+
+def test_busy_time_is_the_wall_time_some_execution_was_in_flight(
+    fake_ray: list[FakeWorker], monkeypatch: pytest.MonkeyPatch
+):
+    """time/sandbox_s: executions one after another add up, idle time between them does not, and
+    executions at once count once (the union of their times, not the sum)."""
+    clock = [0.0]
+    monkeypatch.setattr("workers.sandbox.pool.time.monotonic", lambda: clock[0])
+    gate, entered = threading.Event(), threading.Semaphore(0)
+
+    def answer(program: Program) -> ExecResult:
+        if "held" in program.files["main.py"]:
+            entered.release()
+            gate.wait(30)
+        else:
+            clock[0] += 2.0
+        return ok_result()
+
+    fake_ray += [FakeWorker(answer)]
+    sandboxes = SandboxPool(workers=1, slots_per_worker=2)
+    sandboxes.run("pass")
+    clock[0] += 10.0  # idle
+    sandboxes.run("pass")
+    assert sandboxes.take_stats().busy_s == 4.0
+    threads = [threading.Thread(target=sandboxes.run, args=("held",)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for _ in threads:
+        entered.acquire(timeout=30)
+    clock[0] += 3.0
+    assert sandboxes.take_stats().busy_s == 3.0  # both in flight: counted once, up to now
+    clock[0] += 1.0
+    gate.set()
+    for t in threads:
+        t.join()
+    assert sandboxes.take_stats().busy_s == 1.0

@@ -120,7 +120,9 @@ def pipeline_metrics(
             max(0.0, times.train_start_wall - chunk.scored_at) for chunk in chunks
         ),
         "time/rollout_s": sum(ch.generate_s for ch in chunks) / rollout_workers,
-        "time/reward_s": sum(ch.compute_s for ch in chunks) / reward_workers,
+        # Scoring, split into the time spent waiting on sandboxes (time/sandbox_s, with a
+        # sandbox) and the rest: the two staves of the reward path, one after the other.
+        **reward_times(chunks, reward_workers),
         "time/weight_sync_s": times.weight_sync_s,
         "idle/trainer_wait_s": times.trainer_wait_s,
         "idle/rollout_wait_s": times.rollout_idle_s / rollout_workers,
@@ -133,6 +135,18 @@ def pipeline_metrics(
         "weights/version": float(version),
         **sandbox_metrics([ch.sandbox for ch in chunks if ch.sandbox is not None]),
     }
+
+
+def reward_times(chunks: Sequence[ScoredChunkTimes], reward_workers: int) -> dict[str, float]:
+    """``time/reward_s`` per reward worker, and ``time/sandbox_s`` when the chunks' rewards ran
+    programs: the wall time some sandbox execution was in flight (``SandboxStats.busy_s``), taken
+    out of the reward stave so the two add up to the scoring time."""
+    compute = sum(ch.compute_s for ch in chunks)
+    pools = [ch.sandbox for ch in chunks if ch.sandbox is not None]
+    if not pools:
+        return {"time/reward_s": compute / reward_workers}
+    in_sandbox = min(compute, sum(s.busy_s for s in pools))
+    return {"time/reward_s": (compute - in_sandbox) / reward_workers, "time/sandbox_s": in_sandbox / reward_workers}
 
 
 # What a run's sandbox isolation tier is reported as (sandbox/isolation_tier): higher is stronger.

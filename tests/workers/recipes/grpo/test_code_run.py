@@ -46,6 +46,8 @@ def test_a_code_task_run_reports_sandbox_health_and_masked_samples(local_ray: No
         "reward/tests_passed/mean",
         "reward_pipeline/masked",
         "reward_pipeline/errors",
+        "time/reward_s",
+        "time/sandbox_s",  # the barrel view's sandbox stave
         *(f"sandbox/{k}" for k in ("start_ms_p50", "start_ms_p99", "exec_ms_p50", "exec_ms_p99")),
         *(f"sandbox/{k}" for k in ("failures", "timeouts", "pool_size", "busy")),
     }

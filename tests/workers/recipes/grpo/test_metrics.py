@@ -120,9 +120,18 @@ def test_pipeline_metrics_count_staleness_against_the_weights_trained_on() -> No
 def test_sandbox_metrics_merge_the_pools_of_a_step() -> None:
     groups = [[{"weight_version": 0}]]
     first = SandboxStats(
-        executions=3, start_ms=[10.0, 20.0], exec_ms=[1.0, 3.0], failures=2, retries=1, busy=2, pool_size=2
+        executions=3,
+        start_ms=[10.0, 20.0],
+        exec_ms=[1.0, 3.0],
+        failures=2,
+        retries=1,
+        busy=2,
+        pool_size=2,
+        busy_s=0.25,
     )
-    second = SandboxStats(executions=1, start_ms=[30.0], exec_ms=[2.0], timeouts=1, replaced=1, busy=1, pool_size=2)
+    second = SandboxStats(
+        executions=1, start_ms=[30.0], exec_ms=[2.0], timeouts=1, replaced=1, busy=1, pool_size=2, busy_s=0.5
+    )
     chunks = [
         scored(generate_s=1.0, compute_s=1.0, latency_s=0.1, errors=0, scored_at=0.0, sandbox=first),
         scored(generate_s=1.0, compute_s=1.0, latency_s=0.1, errors=0, scored_at=0.0, sandbox=second),
@@ -147,6 +156,8 @@ def test_sandbox_metrics_merge_the_pools_of_a_step() -> None:
         "sandbox/replaced": 1.0,
     }
     assert out["reward_pipeline/masked"] == 0.0
+    # Of the 2 s the reward worker scored, 0.75 s it waited on sandboxes: two staves in a row.
+    assert (out["time/sandbox_s"], out["time/reward_s"]) == (0.75, 1.25)
 
 
 def test_isolation_tier_is_a_number_and_a_fallback_is_flagged() -> None:
