@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from workers.sandbox.base import ExecResult, Limits, Program, Sandbox
+from workers.sandbox.base import ExecResult, Sandbox
 
 
 @dataclass(frozen=True)
@@ -31,18 +31,11 @@ class Completion:
     truncated: bool
 
 
-class ProgramSandbox(Sandbox, Protocol):
-    """A :class:`Sandbox` that also runs a :class:`Program` of several files (LocalSandbox, the
-    Ray pool's ``SandboxPool``)."""
-
-    def execute(self, program: Program, *, limits: Limits | None = None) -> ExecResult: ...
-
-
 @dataclass
 class RewardContext:
     """What a reward function may use besides the prompt and completion."""
 
-    sandbox: ProgramSandbox | None = None
+    sandbox: Sandbox | None = None
 
 
 class SandboxFault(Exception):

@@ -126,4 +126,15 @@ class Program:
 
 
 class Sandbox(Protocol):
-    def run(self, code: str, *, stdin: str = "", timeout_s: float = 10.0) -> ExecResult: ...
+    """What rewards and tools run programs through: LocalSandbox, WarmPool and the Ray pool's
+    SandboxPool all are one."""
+
+    def run(
+        self, code: str, *, stdin: str = "", timeout_s: float | None = None, limits: Limits | None = None
+    ) -> ExecResult:
+        """Python source as ``main.py`` in the work directory; ``timeout_s`` overrides the wall limit."""
+        ...
+
+    def execute(self, program: Program, *, limits: Limits | None = None) -> ExecResult:
+        """A program of several files and its argv."""
+        ...
