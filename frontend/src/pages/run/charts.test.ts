@@ -54,6 +54,12 @@ describe("groupByNamespace", () => {
 
   it("ignores duplicates and handles no keys", () => {
     expect(groupByNamespace(["a/b", "a/b"])).toEqual([{ namespace: "a", keys: ["a/b"] }]);
+    // A code run's sandbox health sits beside its reward, before the rest of the run's figures.
+    expect(
+      groupByNamespace(["policy/loss", "sandbox/failures", "reward_pipeline/masked", "reward/mean"]).map(
+        (g) => g.namespace,
+      ),
+    ).toEqual(["reward", "sandbox", "reward_pipeline", "policy"]);
     expect(groupByNamespace([])).toEqual([]);
   });
 });

@@ -5,11 +5,15 @@ import type { Series } from "../../api/metrics";
 
 /**
  * Namespaces in the order a researcher reads a run: what it learns (reward, held-out eval), whether
- * rollout and trainer agree (mismatch), then the design's order; others follow alphabetically.
+ * the reward can be trusted (the sandbox's and the reward pipeline's health, beside the reward: a
+ * sandbox failing makes rewards go missing, not wrong), whether rollout and trainer agree
+ * (mismatch), then the design's order; others follow alphabetically.
  */
 export const NAMESPACE_ORDER = [
   "reward",
   "eval",
+  "sandbox",
+  "reward_pipeline",
   "mismatch",
   "response_length",
   "policy",
@@ -17,8 +21,6 @@ export const NAMESPACE_ORDER = [
   "time",
   "idle",
   "perf",
-  "sandbox",
-  "reward_pipeline",
   "system",
 ] as const;
 
