@@ -49,11 +49,13 @@ from controlplane.observability.collectors import metrics_view
 from controlplane.runs.api import (
     GroupDetailView,
     GroupListView,
+    GroupRunsView,
     RecipeListView,
     RunCancelView,
     RunCloneView,
     RunDetailView,
     RunEnvironmentView,
+    RunFinishView,
     RunListView,
     SweepView,
 )
@@ -110,8 +112,10 @@ api_v1 = [
     path("groups", GroupListView.as_view()),
     path("groups/<id:group_id>", GroupDetailView.as_view()),
     path("groups/<id:group_id>/export", GroupExportView.as_view()),
+    path("groups/<id:group_id>/runs", GroupRunsView.as_view()),
     path("runs/<id:run_id>/cancel", RunCancelView.as_view()),
     path("runs/<id:run_id>/clone", RunCloneView.as_view()),
+    path("runs/<id:run_id>/finish", RunFinishView.as_view()),
     path("runs/<id:run_id>/resume", RunResumeView.as_view()),
     path("runs/<id:run_id>/environment", RunEnvironmentView.as_view()),
     # POST with `Authorization: Bearer` and a JSON body is served before Django, by the ASGI route

@@ -26,13 +26,12 @@ from django.utils import timezone
 
 from controlplane.diagnostics.models import Failure, FailureSignature
 from controlplane.diagnostics.triage import failure_signature
-from controlplane.runs.models import Attempt, RunStatus
+from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.teams.models import Team
 
 logger = logging.getLogger(__name__)
 
 
-@transaction.atomic
 def failure_file(*, attempt_id: uuid.UUID | str) -> Failure | None:
     """File a FAILED attempt under its signature (made on first sight); None when the attempt
     is not FAILED. A second filing of one attempt changes nothing and returns its Failure.
@@ -41,9 +40,26 @@ def failure_file(*, attempt_id: uuid.UUID | str) -> Failure | None:
     attempt = Attempt.objects.filter(id=attempt_id, status=RunStatus.FAILED).select_related("run__project").first()
     if attempt is None:
         return None
-    found = failure_signature(attempt.failure_reason, attempt.log_tail)
-    failed_at = attempt.finished_at or timezone.now()
-    team_id = attempt.run.project.team_id
+    reason, log_tail = attempt.failure_reason, attempt.log_tail
+    return _file(run=attempt.run, attempt=attempt, reason=reason, log_tail=log_tail, failed_at=attempt.finished_at)
+
+
+def failure_file_run(*, run_id: int) -> Failure | None:
+    """File a FAILED external run (one with no attempt: its client ended it) as a failed attempt
+    is filed; None when the run is not such a run. Once per run, as once per attempt."""
+    run = (
+        Run.objects.filter(id=run_id, status=RunStatus.FAILED, attempts__isnull=True).select_related("project").first()
+    )
+    if run is None:
+        return None
+    return _file(run=run, attempt=None, reason=run.failure_reason, log_tail=run.log_tail, failed_at=run.finished_at)
+
+
+@transaction.atomic
+def _file(*, run: Run, attempt: Attempt | None, reason: str, log_tail: str, failed_at: datetime | None) -> Failure:
+    found = failure_signature(reason, log_tail)
+    failed_at = failed_at or timezone.now()
+    team_id = run.project.team_id
     FailureSignature.objects.bulk_create(
         [
             FailureSignature(
@@ -63,10 +79,10 @@ def failure_file(*, attempt_id: uuid.UUID | str) -> Failure | None:
     )
     # Held until commit: the filings of one signature take turns, so the check below is exact.
     signature = FailureSignature.objects.select_for_update().get(team_id=team_id, fingerprint=found.fingerprint)
-    filed = Failure.objects.filter(attempt_id=attempt.id).first()
+    filed = Failure.objects.filter(attempt=attempt, run_id=run.id).first()
     if filed is not None:
         return filed
-    failure = Failure.objects.create(signature=signature, run_id=attempt.run_id, attempt=attempt, failed_at=failed_at)
+    failure = Failure.objects.create(signature=signature, run_id=run.id, attempt=attempt, failed_at=failed_at)
     fields: dict[str, Any] = {
         "count": signature.count + 1,
         "first_seen": Least("first_seen", failed_at),
@@ -86,12 +102,24 @@ def failures_unfiled() -> QuerySet[Attempt]:
     )
 
 
+def runs_unfiled() -> QuerySet[Run]:
+    """FAILED external runs (no attempt) not filed yet."""
+    return Run.objects.filter(status=RunStatus.FAILED, attempts__isnull=True).exclude(
+        Exists(Failure.objects.filter(run=OuterRef("pk"), attempt=None))
+    )
+
+
 def failures_backfill(*, limit: int | None = None) -> int:
-    """File the FAILED attempts that have no Failure yet, oldest first; how many were filed."""
+    """File the FAILED attempts, then the FAILED external runs, that have no Failure yet, oldest
+    first; how many were filed."""
     ids = failures_unfiled().order_by("finished_at", "created_at").values_list("id", flat=True)
     filed = 0
     for attempt_id in ids[:limit] if limit else ids:
         if failure_file(attempt_id=attempt_id) is not None:
+            filed += 1
+    run_ids = runs_unfiled().order_by("finished_at", "id").values_list("id", flat=True)
+    for run_id in run_ids[: limit - filed] if limit else run_ids:
+        if failure_file_run(run_id=run_id) is not None:
             filed += 1
     return filed
 
@@ -205,15 +233,21 @@ def signature_recent_failures(signature: FailureSignature, *, limit: int) -> lis
 @shared_task(  # type: ignore[untyped-decorator]
     name="diagnostics.file_failure", soft_time_limit=30, time_limit=60, ignore_result=True
 )
-def file_failure(attempt_id: str) -> bool:
-    """File the failed attempt under its signature."""
+def file_failure(attempt_id: str | None, run_id: int | None = None) -> bool:
+    """File the failed attempt under its signature; with no attempt, the failed external run."""
+    if attempt_id is None:
+        return run_id is not None and failure_file_run(run_id=run_id) is not None
     return failure_file(attempt_id=attempt_id) is not None
 
 
-def on_attempt_failed(sender: Any, *, attempt_id: str, run_id: int, **kwargs: Any) -> None:
-    """Ask a worker to file the failure. A broker that is down loses the request, not the failure:
-    `manage.py failures_backfill` files what has no Failure yet."""
+def on_attempt_failed(sender: Any, *, attempt_id: str | None, run_id: int, **kwargs: Any) -> None:
+    """Ask a worker to file the failure (of an attempt, or of an external run when `attempt_id`
+    is None). A broker that is down loses the request, not the failure: `manage.py
+    failures_backfill` files what has no Failure yet."""
     try:
-        file_failure.delay(str(attempt_id))
+        if attempt_id is None:
+            file_failure.delay(None, run_id)
+        else:
+            file_failure.delay(str(attempt_id))
     except (kombu.exceptions.OperationalError, redis.exceptions.RedisError, OSError) as exc:
-        logger.warning("diagnostics.file_failure(%s) not enqueued: %s", attempt_id, exc)
+        logger.warning("diagnostics.file_failure(%s, run %s) not enqueued: %s", attempt_id, run_id, exc)

@@ -1,23 +1,28 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import ApiError, ErrorSerializer, Pagination, int_schema, query_int
+from controlplane.api import ApiError, ErrorSerializer, InputSerializer, Pagination, int_schema, query_int
 from controlplane.auth.access import accessible_run
 from controlplane.limits import MAX_BIGINT
 from controlplane.runs import groups, selectors, services
-from controlplane.runs.models import RunGroupKind
+from controlplane.runs.models import RunGroup, RunGroupKind, RunToken
 from controlplane.runs.serializers import (
     RUN_LIST_PARAMETERS,
     EnvironmentSerializer,
+    GroupAddRunsSerializer,
     GroupCreateSerializer,
     RecipeSerializer,
     RunCloneSerializer,
     RunDetailSerializer,
+    RunEditSerializer,
+    RunFinishSerializer,
     RunGroupDetailSerializer,
     RunGroupSerializer,
     RunListQuerySerializer,
@@ -78,6 +83,45 @@ class RunDetailView(APIView):
     def get(self, request: Request, run_id: int) -> Response:
         return Response(RunDetailSerializer(accessible_run(request, run_id, with_attempts=True)).data)
 
+    @extend_schema(
+        request=RunEditSerializer,
+        responses=RunDetailSerializer,
+        summary="Rename a run or replace its tags",
+        description="Members of the run's team; a viewer gets 403, and so does a run token (it reports into "
+        "its run, it does not edit it). Tags follow a submission's rules; the fields left out stay.",
+    )
+    def patch(self, request: Request, run_id: int) -> Response:
+        if isinstance(request.auth, RunToken):
+            raise ApiError(
+                "A run token reports into its run; it cannot edit it.", code="permission_denied", status_code=403
+            )
+        return _act_on_run(request, run_id, RunEditSerializer, services.run_edit)
+
+
+def _act_on_run(
+    request: Request, run_id: int, serializer: type[InputSerializer], act: Callable[..., object]
+) -> Response:
+    """Validate the body, `act` on the run the caller sees with it, answer the run as it then is."""
+    run = accessible_run(request, run_id)
+    data = serializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    act(user=request.user, run=run, **data.validated_data)
+    return Response(RunDetailSerializer(accessible_run(request, run_id, with_attempts=True)).data)
+
+
+class RunFinishView(APIView):
+    @extend_schema(
+        request=RunFinishSerializer,
+        responses={200: RunDetailSerializer, 409: ErrorSerializer},
+        summary="End an external run: SUCCEEDED, FAILED (with its reason and log tail) or CANCELLED",
+        description="For runs that are no Barrel job (made through the MLflow API or the SDK): 409 for a run "
+        "with a Ray job (its job's exit decides) or one that already ended. A FAILED run is filed by failure "
+        "triage under the signature of its reason and log tail, as a failed job is. failure_reason and log_tail "
+        "go with FAILED only (400 otherwise). Members of the run's team.",
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        return _act_on_run(request, run_id, RunFinishSerializer, services.run_finish)
+
 
 class RunCancelView(APIView):
     @extend_schema(request=None, responses={202: RunDetailSerializer, 409: ErrorSerializer}, summary="Cancel a run")
@@ -127,10 +171,15 @@ def _idempotency_key(request: Request) -> str:
     return key
 
 
-def _group_detail(request: Request, group_id: int) -> Response:
+def _visible_group(request: Request, group_id: int) -> RunGroup:
     group = groups.groups_visible_to(request.user).filter(id=group_id).first()
     if group is None:
         raise ApiError(f"Group {group_id} not found.", code="not_found", status_code=404)
+    return group
+
+
+def _group_detail(request: Request, group_id: int) -> Response:
+    group = _visible_group(request, group_id)
     runs = selectors.runs_visible_to(request.user).filter(groups=group).order_by("id").prefetch_related("groups")
     return Response(RunGroupDetailSerializer(group, context={"runs": runs}).data)
 
@@ -174,6 +223,7 @@ class GroupListView(APIView):
         parameters=[
             OpenApiParameter("project", int_schema(0, MAX_BIGINT), description="Project id"),
             OpenApiParameter("kind", str, enum=list(RunGroupKind.values), description="sweep or manual"),
+            OpenApiParameter("name", str, description="Groups of exactly this name"),
         ],
         responses=RunGroupSerializer(many=True),
         summary="Run groups of your teams, newest first",
@@ -188,6 +238,11 @@ class GroupListView(APIView):
             if kind not in RunGroupKind.values:
                 raise ApiError(f"kind must be one of {', '.join(RunGroupKind.values)}.", fields={"kind": ["unknown"]})
             found = found.filter(kind=kind)
+        name = request.query_params.get("name")
+        if name is not None:
+            if len(name) > 200 or "\x00" in name:
+                raise ApiError("name is a group name: at most 200 characters, no NUL.", fields={"name": ["invalid"]})
+            found = found.filter(name=name)
         paginator = Pagination()
         page = paginator.paginate_queryset(found, request, self)
         return paginator.get_paginated_response(RunGroupSerializer(page, many=True).data)
@@ -210,4 +265,20 @@ class GroupListView(APIView):
 class GroupDetailView(APIView):
     @extend_schema(responses={200: RunGroupDetailSerializer, 404: ErrorSerializer}, summary="A run group and its runs")
     def get(self, request: Request, group_id: int) -> Response:
+        return _group_detail(request, group_id)
+
+
+class GroupRunsView(APIView):
+    @extend_schema(
+        request=GroupAddRunsSerializer,
+        responses={200: RunGroupDetailSerializer, 409: ErrorSerializer},
+        summary="Add runs to a group",
+        description="Runs of the group's project, into a group made by hand (a sweep's runs are fixed: 409); "
+        "runs already in it stay as they are. A 400 names the runs that are not in the project. Members only.",
+    )
+    def post(self, request: Request, group_id: int) -> Response:
+        group = _visible_group(request, group_id)
+        data = GroupAddRunsSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        groups.group_add_runs(user=request.user, group=group, run_ids=data.validated_data["runs"])
         return _group_detail(request, group_id)

@@ -169,6 +169,29 @@ def group_create(*, user: Any, project: Any, name: str, run_ids: list[int]) -> R
     return group
 
 
+def group_add_runs(*, user: Any, group: RunGroup, run_ids: list[int]) -> RunGroup:
+    """Add runs of the group's project to a manual group (a sweep's runs are its grid points);
+    runs already in it stay as they are. The caller's to write in."""
+    if not team_role_at_least(user, group.project.team_id, Role.MEMBER):
+        raise ApiError("Viewers cannot change groups.", code="permission_denied", status_code=403)
+    if group.kind != RunGroupKind.MANUAL:
+        raise ApiError(
+            f"Group {group.id} is a sweep: its runs are its grid points and seeds; make a group of your own.",
+            code="conflict",
+            status_code=409,
+        )
+    wanted = list(dict.fromkeys(run_ids))
+    found = set(Run.objects.filter(project_id=group.project_id, id__in=wanted).values_list("id", flat=True))
+    if missing := [run_id for run_id in wanted if run_id not in found]:
+        named = ", ".join(map(str, missing))
+        raise ApiError(
+            f"Runs not in the group's project ({group.project_id}): {named}.",
+            fields={"runs": [f"not in the group's project: {named}"]},
+        )
+    group.runs.add(*wanted)  # one that is in it already is not added twice
+    return group
+
+
 def groups_visible_to(user: Any) -> QuerySet[RunGroup]:
     return (
         RunGroup.objects.filter(project__team__memberships__user=user)

@@ -29,7 +29,7 @@ REVOKE_TOKENS_ON = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 
 # Sent after commit when an attempt moved to FAILED, with `attempt_id` (a str) and `run_id`: the
 # apps above (diagnostics files the failure under its signature) hear of it without runs
-# importing them.
+# importing them. An external run (no attempt) that ended FAILED sends it with `attempt_id` None.
 attempt_failed = Signal()
 
 
@@ -94,6 +94,25 @@ def transition(
             transaction.on_commit(
                 lambda: attempt_failed.send(sender=Attempt, attempt_id=str(attempt_id), run_id=run_id), robust=True
             )
+    return True
+
+
+def external_end(run_id: int, to: str, *, reason: str = "", log_tail: str = "") -> bool:
+    """End an external run (one with no attempt: no Ray job, its client says how it ended) as
+    `to`, unless it already ended; True only for the caller that ended it. Published after
+    commit; a FAILED end is sent to failure triage as a failed attempt is."""
+    now = timezone.now()
+    with transaction.atomic():
+        ended = (
+            Run.objects.filter(id=run_id, attempts__isnull=True)
+            .exclude(status__in=TERMINAL)
+            .update(status=to, finished_at=now, updated_at=now, failure_reason=reason, log_tail=log_tail)
+        )
+        if not ended:
+            return False
+        run_publish_status(run_id)
+        if to == RunStatus.FAILED:
+            transaction.on_commit(lambda: attempt_failed.send(sender=Run, attempt_id=None, run_id=run_id), robust=True)
     return True
 
 

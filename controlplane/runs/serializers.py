@@ -174,6 +174,50 @@ class RunCloneSerializer(InputSerializer):
         return _config_object(config)
 
 
+class RunEditSerializer(InputSerializer):
+    name = serializers.CharField(required=False, max_length=max_length(Run, "name"), help_text="The run's new name.")
+    tags = _tags_field(help_text="The run's tags, all of them (they replace the old ones).")
+
+
+# What a client may send when it ends an external run (the SDK sends the exception and the end
+# of its traceback): fixed, so that clients have one contract whatever a server's settings.
+FAILURE_REASON_MAX = 2000
+LOG_TAIL_MAX = 8000
+
+
+def _failure_text(max_chars: int, help_text: str) -> serializers.CharField:
+    """A failed run's text, as its client sends it (FAILED only; kept as given, not stripped)."""
+    return serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        trim_whitespace=False,
+        max_length=max_chars,
+        help_text=f"{help_text} FAILED only.",
+    )
+
+
+class RunFinishSerializer(InputSerializer):
+    status = serializers.ChoiceField(
+        choices=[RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED], help_text="How the run ended."
+    )
+    failure_reason = _failure_text(
+        FAILURE_REASON_MAX, "Why it failed: the exception's type and message, as failure triage reads it."
+    )
+    log_tail = _failure_text(
+        LOG_TAIL_MAX, "The end of its output, a traceback: failure triage reads its last exception."
+    )
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if data["status"] != RunStatus.FAILED:
+            given = [f for f in ("failure_reason", "log_tail") if data.get(f)]
+            if given:
+                raise serializers.ValidationError(
+                    {f: [f"only with status FAILED, not {data['status']}"] for f in given}
+                )
+        return data
+
+
 class EnvironmentSerializer(InputSerializer):
     attempt = serializers.UUIDField()
     code_version = serializers.CharField(max_length=max_length(Attempt, "code_version"), allow_blank=True, default="")
@@ -336,12 +380,20 @@ def json_key(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def _run_ids_field(**kwargs: Any) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_BIGINT), min_length=1, max_length=1000, **kwargs
+    )
+
+
 class GroupCreateSerializer(InputSerializer):
     project = ProjectRefField(help_text="Project id, or 'team-slug/project-name'.")
     name = serializers.CharField(max_length=200)
-    runs = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=MAX_BIGINT), min_length=1, max_length=1000
-    )
+    runs = _run_ids_field()
+
+
+class GroupAddRunsSerializer(InputSerializer):
+    runs = _run_ids_field(help_text="Runs of the group's project; those already in the group stay.")
 
 
 class RunGroupSerializer(serializers.ModelSerializer[RunGroup]):

@@ -16,7 +16,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from controlplane.api import ApiError
 from controlplane.runs import tasks
-from controlplane.runs.lifecycle import run_publish_status, transition
+from controlplane.runs.lifecycle import external_end, run_publish_status, transition
 from controlplane.runs.models import TERMINAL, Attempt, Run, RunStatus
 from controlplane.teams.models import Project, Role, Team
 from controlplane.teams.selectors import team_role_at_least
@@ -135,16 +135,50 @@ def run_cancel(*, user: Any, run: Run) -> Run:
     attempt = run.attempts.order_by("-number").first()
     if attempt is None:
         # An external run (created through the MLflow API): no Ray job to stop, it ends now.
-        now = timezone.now()
-        ended = Run.objects.filter(id=run.id, attempts__isnull=True).exclude(status__in=TERMINAL)
-        if ended.update(status=RunStatus.CANCELLED, finished_at=now, updated_at=now, failure_reason="cancelled"):
-            run_publish_status(run.id)
+        external_end(run.id, RunStatus.CANCELLED, reason="cancelled")
         run.refresh_from_db()
         return run
     if not transition(attempt.id, [RunStatus.QUEUED], RunStatus.CANCELLED, reason="cancelled before dispatch"):
         if transition(attempt.id, [RunStatus.DISPATCHING, RunStatus.RUNNING], RunStatus.CANCELLING):
             attempt_id = str(attempt.id)
             transaction.on_commit(lambda: tasks.attempt_stop.delay(attempt_id))
+    run.refresh_from_db()
+    return run
+
+
+def run_edit(*, user: Any, run: Run, name: str | None = None, tags: list[str] | None = None) -> Run:
+    """Rename a run or replace its tags (validated as a submission's are); pushed to its watchers.
+    People who may write in the run's project only (the view refuses a run token)."""
+    if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
+        raise ApiError("Viewers cannot edit runs.", code="permission_denied", status_code=403)
+    fields: dict[str, Any] = {}
+    if name is not None:
+        fields["name"] = name
+    if tags is not None:
+        fields["tags"] = sorted(set(tags))
+    if fields:
+        Run.objects.filter(id=run.id).update(**fields, updated_at=timezone.now())
+        run_publish_status(run.id)
+    run.refresh_from_db()
+    return run
+
+
+def run_finish(*, user: Any, run: Run, status: str, failure_reason: str = "", log_tail: str = "") -> Run:
+    """End an external run (no Ray job) as its client says: SUCCEEDED, FAILED (with the reason
+    and log tail failure triage files it by) or CANCELLED. 409 for a Barrel job's run (its job's
+    exit decides) and for a run that already ended."""
+    if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
+        raise ApiError("Viewers cannot finish runs.", code="permission_denied", status_code=403)
+    if run.attempts.exists():
+        raise ApiError(
+            f"Run {run.id} is a Barrel job: its job's exit decides how it ends (to stop it, cancel it).",
+            code="conflict",
+            status_code=409,
+        )
+    reason = failure_reason if status == RunStatus.FAILED else ("cancelled" if status == RunStatus.CANCELLED else "")
+    if not external_end(run.id, status, reason=reason, log_tail=log_tail):
+        run.refresh_from_db()
+        raise ApiError(f"Run {run.id} already ended ({run.status}).", code="conflict", status_code=409)
     run.refresh_from_db()
     return run
 

@@ -52,6 +52,7 @@ from controlplane.runs import services as run_services
 from controlplane.runs.models import Run, RunStatus
 from controlplane.teams.models import ApiToken, Membership, Project, Role, Team
 from controlplane.teams.services import token_create
+from controlplane.tracking import services as tracking_services
 from tests.conftest import run_token_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,6 +107,8 @@ RUN_ACT: Rule = {**RUN_WRITE, P.OWN_TOKEN: 403}
 # Anyone with a token, run tokens too, for answers that name nothing of anyone's (MLflow's "no such
 # endpoint", the empty logged-model search the client makes while listing a run's artifacts).
 ANY_TOKEN: Rule = {**PUBLIC, P.ANONYMOUS: 401}
+# Ending an external run: people only. It has no run token, so every run token is another run's.
+EXTERNAL_ACT: Rule = {**RUN_ACT, P.OWN_TOKEN: 404}
 # Several runs at once, named in the body: people only.
 RUNS_READ: Rule = {**TEAM_READ, P.FOREIGN_TOKEN: 403, P.OWN_TOKEN: 403}
 # Judging an eval's battles: members and admins; viewers only where their team allows it (the
@@ -134,6 +137,7 @@ class Call:
     ended: bool = False  # the fresh run has SUCCEEDED (its token keeps the grace period)
     generation: bool = False  # {run} is the generation run of a GENERATING eval, with its token
     chat: bool = False  # {run} is the chat server of {chat}, with its token; {message} its reply streaming
+    external: bool = False  # {run} is a new external run (no attempt, so "its own token" is the world run's)
 
 
 RUN = "/api/v1/runs/{run}"
@@ -190,6 +194,7 @@ ROUTES: dict[tuple[str, str], Call] = {
         TEAM_WRITE, (201,), "/api/v1/runs", {"project": "lab/default", "recipe": "smoke", "config": {"steps": 1}}
     ),
     ("api/v1/runs/<id:run_id>", "GET"): Call(RUN_READ, (200,), RUN),
+    ("api/v1/runs/<id:run_id>", "PATCH"): Call(RUN_ACT, (200,), RUN, {"name": "renamed", "tags": ["edited"]}),
     ("api/v1/sweeps", "POST"): Call(
         TEAM_WRITE,
         (201,),
@@ -202,8 +207,15 @@ ROUTES: dict[tuple[str, str], Call] = {
     ),
     ("api/v1/groups/<id:group_id>", "GET"): Call(TEAM_READ, (200,), "/api/v1/groups/{group}"),
     ("api/v1/groups/<id:group_id>/export", "GET"): Call(TEAM_READ, (200,), "/api/v1/groups/{group}/export"),
+    ("api/v1/groups/<id:group_id>/runs", "POST"): Call(
+        TEAM_WRITE, (200,), "/api/v1/groups/{group}/runs", {"runs": ["{run}"]}, fresh=True
+    ),
     ("api/v1/runs/<id:run_id>/cancel", "POST"): Call(RUN_ACT, (202,), RUN + "/cancel", fresh=True),
     ("api/v1/runs/<id:run_id>/clone", "POST"): Call(RUN_ACT, (201,), RUN + "/clone", {}),
+    # An external run (no Ray job), ended by each persona let through.
+    ("api/v1/runs/<id:run_id>/finish", "POST"): Call(
+        EXTERNAL_ACT, (200,), RUN + "/finish", {"status": "FAILED", "failure_reason": "KeyError: 'x'"}, external=True
+    ),
     # A QUEUED run cannot be resumed: 409 once the caller is let through.
     ("api/v1/runs/<id:run_id>/resume", "POST"): Call(RUN_ACT, (409,), RUN + "/resume", {}),
     ("api/v1/runs/<id:run_id>/environment", "POST"): Call(RUN_WRITE, (200,), RUN + "/environment", ENVIRONMENT),
@@ -476,6 +488,13 @@ def new_run(world: World) -> tuple[Run, str]:
     return run, run_token_for(run)
 
 
+def external_run(world: World) -> Run:
+    """A run made through the MLflow API: RUNNING, no attempt, no run token of its own."""
+    return tracking_services.run_create_external(
+        user=world.people[P.ADMIN], project=world.project, name=None, start_time_ms=None, tags=[]
+    )
+
+
 @pytest.fixture
 def world(db: Any, settings: Any, artifacts_dir: Any) -> Iterator[World]:
     # Hashing a password the default way takes most of a second; these passwords guard nothing.
@@ -595,6 +614,8 @@ def _target(world: World, persona: P, call: Call) -> tuple[dict[str, str], str |
     if call.chat:
         assert world.chat_server is not None
         run, own = world.chat_server
+    if call.external:
+        run = external_run(world)
     if call.ended:
         attempt = run.attempts.get().id
         lifecycle.transition(attempt, [RunStatus.QUEUED], RunStatus.RUNNING)

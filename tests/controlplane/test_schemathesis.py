@@ -59,7 +59,9 @@ schema = schemathesis.openapi.from_asgi(
                     },
                 },
                 # The same for the evals: an eval's 2 to 64 candidates are counted across two lists
-                # (with labels that differ) and an eval set's prompts are JSON Lines inside a string.
+                # (with labels that differ) and an eval set's prompts are JSON Lines inside a string;
+                # an external run's failure reason and log tail go only with FAILED; a group takes
+                # runs of its own project only.
                 *(
                     {
                         "include-path": path,
@@ -70,7 +72,13 @@ schema = schemathesis.openapi.from_asgi(
                             }
                         },
                     }
-                    for path in ("/api/v1/evals", "/api/v1/eval-sets", "/api/v1/eval-sets/{set_id}/import")
+                    for path in (
+                        "/api/v1/evals",
+                        "/api/v1/eval-sets",
+                        "/api/v1/eval-sets/{set_id}/import",
+                        "/api/v1/runs/{run_id}/finish",
+                        "/api/v1/groups/{group_id}/runs",
+                    )
                 ),
             ],
         }

@@ -430,6 +430,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/groups/{group_id}/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add runs to a group
+         * @description Runs of the group's project, into a group made by hand (a sweep's runs are fixed: 409); runs already in it stay as they are. A 400 names the runs that are not in the project. Members only.
+         */
+        post: operations["groups_runs_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/groups/{group_id}/scorecard": {
         parameters: {
             query?: never;
@@ -558,7 +578,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Rename a run or replace its tags
+         * @description Members of the run's team; a viewer gets 403, and so does a run token (it reports into its run, it does not edit it). Tags follow a submission's rules; the fields left out stay.
+         */
+        patch: operations["runs_partial_update"];
         trace?: never;
     };
     "/api/v1/runs/{run_id}/alerts": {
@@ -762,6 +786,26 @@ export interface paths {
         put?: never;
         /** The job reports its environment */
         post: operations["runs_environment_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/{run_id}/finish": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * End an external run: SUCCEEDED, FAILED (with its reason and log tail) or CANCELLED
+         * @description For runs that are no Barrel job (made through the MLflow API or the SDK): 409 for a run with a Ray job (its job's exit decides) or one that already ended. A FAILED run is filed by failure triage under the signature of its reason and log tail, as a failed job is. failure_reason and log_tail go with FAILED only (400 otherwise). Members of the run's team.
+         */
+        post: operations["runs_finish_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1817,6 +1861,10 @@ export interface components {
             engine?: components["schemas"]["GenerationEngineEnum"];
             device?: components["schemas"]["DeviceEnum"];
         };
+        GroupAddRunsRequest: {
+            /** @description Runs of the group's project; those already in the group stay. */
+            runs: number[];
+        };
         GroupBarrel: {
             /** @description Runs with stave data (the figures are over them). */
             runs: number;
@@ -2298,6 +2346,12 @@ export interface components {
             muted?: components["schemas"]["MutedEnum"][];
             webhook_url?: string;
             webhook_secret?: string;
+        };
+        PatchedRunEditRequest: {
+            /** @description The run's new name. */
+            name?: string;
+            /** @description The run's tags, all of them (they replace the old ones). */
+            tags?: string[];
         };
         PatchedTeamUpdateRequest: {
             name?: string;
@@ -3168,6 +3222,33 @@ export interface components {
             cloned_from: number | null;
             readonly attempts: components["schemas"]["Attempt"][];
         };
+        RunFinishRequest: {
+            /**
+             * @description How the run ended.
+             *
+             *     * `SUCCEEDED` - SUCCEEDED
+             *     * `FAILED` - FAILED
+             *     * `CANCELLED` - CANCELLED
+             */
+            status: components["schemas"]["RunFinishStatusEnum"];
+            /**
+             * @description Why it failed: the exception's type and message, as failure triage reads it. FAILED only.
+             * @default
+             */
+            failure_reason: string;
+            /**
+             * @description The end of its output, a traceback: failure triage reads its last exception. FAILED only.
+             * @default
+             */
+            log_tail: string;
+        };
+        /**
+         * @description * `SUCCEEDED` - SUCCEEDED
+         *     * `FAILED` - FAILED
+         *     * `CANCELLED` - CANCELLED
+         * @enum {string}
+         */
+        RunFinishStatusEnum: "SUCCEEDED" | "FAILED" | "CANCELLED";
         RunGroup: {
             readonly id: number;
             readonly name: string;
@@ -5101,6 +5182,8 @@ export interface operations {
                 kind?: "manual" | "sweep";
                 /** @description Number of results to return per page. */
                 limit?: number;
+                /** @description Groups of exactly this name */
+                name?: string;
                 /** @description The initial index from which to return the results. */
                 offset?: number;
                 /** @description Project id */
@@ -5322,6 +5405,76 @@ export interface operations {
             };
             /** @description No such object, or not visible to you. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    groups_runs_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupAddRunsRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunGroupDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5885,6 +6038,67 @@ export interface operations {
             };
             /** @description Not authenticated, or a bad token. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedRunEditRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6628,6 +6842,76 @@ export interface operations {
             };
             /** @description No such object, or not visible to you. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_finish_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunFinishRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunDetail"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
