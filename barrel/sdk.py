@@ -176,8 +176,9 @@ class Run:
 
     def finish(self, exit_code: int = 0, *, error: BaseException | str | None = None, timeout: float = 60.0) -> None:
         """Deliver what is pending (up to ``timeout`` seconds), then end the run: an external run
-        becomes SUCCEEDED, or FAILED when ``exit_code`` is not 0 or ``error`` is given (its text
-        kept as the tag ``barrel.failure_reason``). Inside a job the job's exit decides the
+        becomes SUCCEEDED, or FAILED when ``exit_code`` is not 0 or ``error`` is given (the run's
+        failure reason is the exception's type and message, its log tail the traceback, which
+        failure triage files under a signature). Inside a job the job's exit decides the
         status, so only the delivery happens. A second call does nothing."""
         with self._lock:
             if self.finished:
@@ -195,8 +196,12 @@ class Run:
             )
         failed = exit_code != 0 or error is not None
         if self._control is not None:
-            reason = _reason(error) if error is not None else (f"exit code {exit_code}" if failed else "")
-            external.end_run(self._control, self.id, failed=failed, reason=reason, deadline_s=timeout)
+            reason, log_tail = (
+                _failure(error) if error is not None else (f"exit code {exit_code}" if failed else "", "")
+            )
+            external.end_run(
+                self._control, self.id, failed=failed, reason=reason, log_tail=log_tail, deadline_s=timeout
+            )
             self._control.close()
         with _lock:
             if _current is self:
@@ -226,12 +231,12 @@ def _uri(path: str | os.PathLike[str]) -> str:
     return Path(text).expanduser().resolve().as_uri()
 
 
-def _reason(error: BaseException | str) -> str:
+def _failure(error: BaseException | str) -> tuple[str, str]:
+    """The failure reason (the exception's type and message) and the log tail (its traceback)."""
     if isinstance(error, str):
-        return error
-    text = "".join(traceback.format_exception_only(type(error), error)).strip()
-    tb = "".join(traceback.format_tb(error.__traceback__)[-5:])
-    return f"{text}\n{tb}".strip()
+        return error, ""
+    reason = "".join(traceback.format_exception_only(type(error), error)).strip()
+    return reason, "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 
 def _set_current(run: Run | None) -> None:

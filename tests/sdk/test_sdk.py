@@ -17,6 +17,7 @@ import barrel
 from controlplane.checkpoints.models import Checkpoint, Sample
 from controlplane.metrics.models import MetricSeries
 from controlplane.runs.models import Attempt, Run, RunStatus
+from controlplane.teams.models import Project
 from controlplane.tracking.models import RunParam, RunTag
 from tests.barrel_cli.test_importer import stored
 from tests.barrel_cli.test_main import closed_port_url
@@ -77,8 +78,13 @@ def test_outside_a_job_it_creates_an_external_run_with_wandb_step_semantics(
         "optim.beta": "0.9",
         "optim.name": "adam",
     }
-    tags = dict(RunTag.objects.filter(run=row).values_list("key", "value"))
-    assert tags["baseline"] == "" and tags["barrel.group"] == "sweep-1"
+    # The run's own tags and group, as the REST API and the runs table show them; no MLflow tag
+    # stands in for either.
+    shown = owner.client.get(f"/api/v1/runs/{row.id}").json()
+    assert shown["tags"] == ["baseline"]
+    assert [(g["name"], g["kind"]) for g in shown["groups"]] == [("sweep-1", "manual")]
+    assert [r["id"] for r in owner.client.get("/api/v1/runs", {"tag": "baseline"}).json()["results"]] == [row.id]
+    assert set(RunTag.objects.filter(run=row).values_list("key", flat=True)) == {"mlflow.runName"}
     sample = Sample.objects.get(run=row)
     assert (sample.step, sample.response, sample.reward) == (6, "2", 1.0)
     checkpoint = Checkpoint.objects.get(run=row)
@@ -89,18 +95,45 @@ def test_outside_a_job_it_creates_an_external_run_with_wandb_step_semantics(
     )
 
 
+def test_runs_of_one_group_name_join_one_group(live_url: str, owner: Persona, project: object, tmp_path: Path) -> None:
+    ids = []
+    for seed in range(2):
+        with barrel.init(
+            project=PROJECT,
+            config={"seed": seed},
+            group="seeds",
+            environ=user_env(live_url, owner, tmp_path),
+            **fast(tmp_path),  # type: ignore[arg-type]
+        ) as run:
+            ids.append(run.id)
+    groups = owner.client.get("/api/v1/groups", {"name": "seeds"}).json()["results"]
+    assert len(groups) == 1 and groups[0]["run_count"] == 2
+    shown = owner.client.get(f"/api/v1/groups/{groups[0]['id']}").json()
+    assert [str(r["id"]) for r in shown["runs"]] == ids
+
+
 def test_an_exception_in_the_with_block_fails_the_run_with_the_error(
-    live_url: str, owner: Persona, project: object, tmp_path: Path
+    live_url: str, owner: Persona, project: Project, tmp_path: Path, eager: None
 ) -> None:
     with pytest.raises(ZeroDivisionError):
         with barrel.init(project=PROJECT, environ=user_env(live_url, owner, tmp_path), **fast(tmp_path)) as run:  # type: ignore[arg-type]
             run.log({"policy/loss": 0.25})
             _ = 1 / 0
-    row = Run.objects.get(id=run.id)
-    assert row.status == RunStatus.FAILED
-    reason = RunTag.objects.get(run=row, key="barrel.failure_reason").value
-    assert reason.startswith("ZeroDivisionError: division by zero")
-    assert stored(row) == {("policy/loss", 0): 0.25}
+    shown = owner.client.get(f"/api/v1/runs/{run.id}").json()
+    assert (shown["status"], shown["failure_reason"]) == ("FAILED", "ZeroDivisionError: division by zero")
+    assert shown["log_tail"].startswith("Traceback (most recent call last):")
+    assert "_ = 1 / 0" in shown["log_tail"]
+    assert stored(Run.objects.get(id=run.id)) == {("policy/loss", 0): 0.25}
+    # Filed by failure triage under its signature, as a failed job is.
+    assert_filed(owner, project, run.id, "ZeroDivisionError")
+
+
+def assert_filed(owner: Persona, project: Project, run_id: int | str, exception: str) -> None:
+    """The run's failure is filed under a signature of `exception`, the only one of the team."""
+    signatures = owner.client.get(f"/api/v1/teams/{project.team_id}/failures").json()["results"]
+    assert [(s["exception"], s["fault"], s["count"]) for s in signatures] == [(exception, "workload", 1)]
+    detail = owner.client.get(f"/api/v1/failures/{signatures[0]['id']}").json()
+    assert [str(f["run"]) for f in detail["failures"]] == [str(run_id)]
 
 
 def test_bad_values_are_refused_by_name_and_the_rest_is_logged(
@@ -184,7 +217,7 @@ EXIT_SCRIPT = textwrap.dedent(
 
 @pytest.mark.parametrize(("how", "status"), [("raise", RunStatus.FAILED), ("end", RunStatus.SUCCEEDED)])
 def test_the_exit_hook_ends_a_run_left_open(
-    live_url: str, owner: Persona, project: object, tmp_path: Path, how: str, status: str
+    live_url: str, owner: Persona, project: Project, tmp_path: Path, how: str, status: str, eager: None
 ) -> None:
     done = subprocess.run(
         [sys.executable, "-c", EXIT_SCRIPT, str(tmp_path / "spool"), how],
@@ -202,7 +235,9 @@ def test_the_exit_hook_ends_a_run_left_open(
     assert row.status == status
     assert stored(row) == {("reward/mean", 0): 1.0}
     if how == "raise":
-        assert "RuntimeError: the loop blew up" in RunTag.objects.get(run=row, key="barrel.failure_reason").value
+        assert row.failure_reason == "RuntimeError: the loop blew up"
+        assert "Traceback (most recent call last):" in row.log_tail
+        assert_filed(owner, project, row.id, "RuntimeError")
 
 
 def test_outside_a_job_without_a_token_or_a_server_init_says_what_to_do(tmp_path: Path) -> None:
