@@ -48,26 +48,10 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> list[tuple[st
     return params
 
 
-def experiment_id(api: Api, project: str) -> str:
-    """The MLflow experiment of ``team/project``, created on first use (as the importer does)."""
-    try:
-        found = api.mlflow("GET", "experiments/get-by-name", params={"experiment_name": project})
-        return str(found["experiment"]["experiment_id"])
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
-    try:
-        return str(api.mlflow("POST", "experiments/create", json={"name": project})["experiment_id"])
-    except ApiError as exc:  # made meanwhile by another process
-        if exc.code != "RESOURCE_ALREADY_EXISTS":
-            raise
-        return experiment_id(api, project)
-
-
 def create_run(api: Api, *, project: str, name: str | None, tags: Sequence[str], group: str | None) -> str:
     """The new external run's id. Tags and the group that the server refuses (a tag with a space)
     are a warning, not a failure: the run exists by then."""
-    experiment = experiment_id(api, project)
+    experiment = api.experiment_id(project)
     body: dict[str, Any] = {"experiment_id": experiment, "start_time": int(time.time() * 1000)}
     if name:
         body["run_name"] = name

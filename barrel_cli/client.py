@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from barrel_cli.errors import CliError, NetworkError, api_error_from_response
+from barrel_cli.errors import ApiError, CliError, NetworkError, api_error_from_response
 
 USER_AGENT = "barrel-cli/0.1"
 
@@ -38,6 +38,21 @@ class Api:
     ) -> Any:
         """The control plane's MLflow-compatible API (``/mlflow/api/2.0/mlflow/<endpoint>``)."""
         return self._send(method, f"/mlflow/api/2.0/mlflow/{endpoint.lstrip('/')}", json=json, params=params)
+
+    def experiment_id(self, project: str) -> str:
+        """The MLflow experiment of ``team/project`` (the project), created on first use."""
+        try:
+            found = self.mlflow("GET", "experiments/get-by-name", params={"experiment_name": project})
+            return str(found["experiment"]["experiment_id"])
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+        try:
+            return str(self.mlflow("POST", "experiments/create", json={"name": project})["experiment_id"])
+        except ApiError as exc:  # made meanwhile by another process
+            if exc.code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            return self.experiment_id(project)
 
     def _send(
         self,

@@ -319,16 +319,9 @@ def _ms(seconds: float | None) -> int | None:
 
 def create_run(api: Api, *, project: str, name: str, start_time: float | None, sources: Sequence[Source]) -> str:
     """A new external run, through the MLflow API (its project is created on first use)."""
-    try:
-        experiment = api.mlflow("GET", "experiments/get-by-name", params={"experiment_name": project})
-        experiment_id = str(experiment["experiment"]["experiment_id"])
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
-        experiment_id = str(api.mlflow("POST", "experiments/create", json={"name": project})["experiment_id"])
     imported = ", ".join(s.path.name for s in sources[:5]) + (" ..." if len(sources) > 5 else "")
     body: dict[str, Any] = {
-        "experiment_id": experiment_id,
+        "experiment_id": api.experiment_id(project),
         "run_name": name,
         "tags": [{"key": "barrel.imported_from", "value": imported[:5000]}],
     }
