@@ -146,9 +146,10 @@ def run_cancel(*, user: Any, run: Run) -> Run:
     return run
 
 
-def run_edit(*, user: Any, run: Run, name: str | None = None, tags: list[str] | None = None) -> Run:
+def run_edit(*, user: Any, run: Run, name: str | None = None, tags: list[str] | None = None) -> None:
     """Rename a run or replace its tags (validated as a submission's are); pushed to its watchers.
-    People who may write in the run's project only (the view refuses a run token)."""
+    People who may write in the run's project only (the view refuses a run token; it reads the
+    run back for its answer)."""
     if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
         raise ApiError("Viewers cannot edit runs.", code="permission_denied", status_code=403)
     fields: dict[str, Any] = {}
@@ -159,14 +160,12 @@ def run_edit(*, user: Any, run: Run, name: str | None = None, tags: list[str] | 
     if fields:
         Run.objects.filter(id=run.id).update(**fields, updated_at=timezone.now())
         run_publish_status(run.id)
-    run.refresh_from_db()
-    return run
 
 
-def run_finish(*, user: Any, run: Run, status: str, failure_reason: str = "", log_tail: str = "") -> Run:
+def run_finish(*, user: Any, run: Run, status: str, failure_reason: str = "", log_tail: str = "") -> None:
     """End an external run (no Ray job) as its client says: SUCCEEDED, FAILED (with the reason
     and log tail failure triage files it by) or CANCELLED. 409 for a Barrel job's run (its job's
-    exit decides) and for a run that already ended."""
+    exit decides) and for a run that already ended. The view reads the run back for its answer."""
     if not team_role_at_least(user, run.project.team_id, Role.MEMBER):
         raise ApiError("Viewers cannot finish runs.", code="permission_denied", status_code=403)
     if run.attempts.exists():
@@ -179,8 +178,6 @@ def run_finish(*, user: Any, run: Run, status: str, failure_reason: str = "", lo
     if not external_end(run.id, status, reason=reason, log_tail=log_tail):
         run.refresh_from_db()
         raise ApiError(f"Run {run.id} already ended ({run.status}).", code="conflict", status_code=409)
-    run.refresh_from_db()
-    return run
 
 
 @transaction.atomic
