@@ -160,6 +160,8 @@ class RewardWorker:
         if needing and sandbox is None:
             raise RuntimeError(f"reward function(s) {needing} run code and need a sandbox; none is configured")
         self.pool = SandboxPool(**sandbox) if needing and sandbox is not None else None
+        # A chunk's samples are scored on these, as many at once as the pool has slots.
+        self._threads = ThreadPoolExecutor(max_workers=self.pool.capacity) if self.pool is not None else None
         self.ctx = RewardContext(sandbox=self.pool)
         self.weights = weights
         self.prompts = {p.id: p for p in [*self.task.train_prompts(), *self.task.held_out_prompts()]}
@@ -195,9 +197,8 @@ class RewardWorker:
             prompt_id, gen, text = job
             return self._score_parts(self.prompts[prompt_id], Completion(text=text, truncated=gen.truncated))
 
-        if self.pool is not None and len(jobs) > 1:
-            with ThreadPoolExecutor(max_workers=self.pool.capacity) as threads:
-                scores = list(threads.map(one, jobs))
+        if self._threads is not None and len(jobs) > 1:
+            scores = list(self._threads.map(one, jobs))
         else:
             scores = [one(job) for job in jobs]
         samples = iter(zip(jobs, scores, strict=True))
