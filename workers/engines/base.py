@@ -25,8 +25,17 @@ class Generation:
     logprobs: list[float]
     # The weight version the engine held while generating this sample.
     weight_version: int
-    # True when generation stopped at max_new_tokens rather than at EOS.
+    # True when generation stopped at max_new_tokens rather than at EOS (or a stop token).
     truncated: bool
+    # Multi-turn agent episodes (workers.agents.episodes) only; None for a plain generation.
+    # 1.0 for the model's own tokens, 0.0 for the tools' outputs spliced into the response: the
+    # loss, and the engine/trainer log-prob comparison, see the model's tokens only.
+    loss_mask: list[float] | None = None
+    # Every turn in order: {"role": "model" | "tool", "tokens": n, "text": ...}, a tool turn with
+    # the call's "tool", "kind" (ok or what went wrong) and "ms".
+    turns: list[dict[str, Any]] | None = None
+    # Why the episode cannot be scored (a tool's sandbox failed): masked like a reward's fault.
+    fault: str = ""
 
 
 @dataclass
@@ -51,6 +60,9 @@ class SamplingSpec:
     temperature: float = 1.0
     # None: sample; greedy decoding is temperature 0.
     seed: int | None = None
+    # Tokens that end a sequence besides end-of-sequence (kept in the response, which then is
+    # not truncated): an agent's tool-call end.
+    stop_token_ids: tuple[int, ...] = ()
 
     @property
     def greedy(self) -> bool:

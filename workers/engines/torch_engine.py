@@ -58,8 +58,10 @@ def sample(
     eos_id: int,
     pad_id: int,
     generator: torch.Generator | None = None,
+    stop_ids: Sequence[int] = (),
 ) -> Sampled:
     """Sample continuations of ``prompts`` with a KV cache; greedy when ``temperature <= 0``.
+    A sequence ends at ``eos_id`` or at any of ``stop_ids`` (kept as its last token).
 
     Log-probs are log softmax(logits / temperature) in float32 at the sampled token (the
     temperature-1 distribution when greedy).
@@ -85,6 +87,7 @@ def sample(
     responses: list[list[int]] = [[] for _ in range(batch)]
     logprobs: list[list[float]] = [[] for _ in range(batch)]
     done = torch.zeros(batch, dtype=torch.bool, device=device)
+    enders = torch.tensor(sorted({eos_id, *stop_ids}), dtype=torch.long, device=device)
     step_ids, step_pos = input_ids, positions
     for _ in range(max_new_tokens):
         # The cache object is updated in place by both spellings of the argument.
@@ -101,13 +104,14 @@ def sample(
             if alive:
                 responses[i].append(token)
                 logprobs[i].append(lp)
-        done = done | (nxt == eos_id)
+        done = done | torch.isin(nxt, enders)
         if bool(done.all()):
             break
         step_ids = nxt[:, None]
         step_pos = step_pos[:, -1:] + 1
         mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
-    truncated = [not (r and r[-1] == eos_id) for r in responses]
+    ends = {eos_id, *stop_ids}
+    truncated = [not (r and r[-1] in ends) for r in responses]
     return Sampled(responses, logprobs, truncated)
 
 
@@ -175,6 +179,7 @@ class TorchEngine:
             eos_id=self.eos_id,
             pad_id=self.pad_id,
             generator=generator,
+            stop_ids=sampling.stop_token_ids,
         )
         version = self.book.version
         groups: list[list[Generation]] = []

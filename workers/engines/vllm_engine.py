@@ -109,6 +109,8 @@ class VLLMEngine:
             max_tokens=sampling.max_new_tokens,
             logprobs=0,  # the sampled token's log-prob only
             seed=sampling.seed,
+            # Kept in the output (they are not special tokens), finish_reason "stop".
+            stop_token_ids=list(sampling.stop_token_ids) or None,
         )
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
         version = self.book.version

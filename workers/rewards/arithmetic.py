@@ -123,3 +123,11 @@ class ArithmeticTask(SplitTask):
 
     def reward_functions(self) -> Sequence[ExactAnswer | WellFormed]:
         return [ExactAnswer(), WellFormed()]
+
+    def demonstration(self, prompt: Prompt, tools: Sequence[str]) -> list[tuple[str, str]]:
+        """With the calc tool: ask it (``calc:12*34``), read its reply, answer with it. The format
+        is workers.agents.tools.CallFormat's default and the reply the calculator's."""
+        if "calc" not in tools:
+            return super().demonstration(prompt, tools)
+        expression = prompt.text.removesuffix("=")
+        return [("model", f"calc:{expression}\n"), ("tool", f"{prompt.answer}\n"), ("model", prompt.answer)]

@@ -85,6 +85,11 @@ class Task(Protocol):
         """The text a correct response consists of (without end-of-sequence)."""
         ...
 
+    def demonstration(self, prompt: Prompt, tools: Sequence[str]) -> list[tuple[str, str]]:
+        """A correct response as the warm start teaches it, turn by turn: ``("model", text)`` and,
+        where a tool of ``tools`` would answer, ``("tool", its reply)`` (masked from the loss)."""
+        ...
+
 
 class SplitTask:
     """A task's three disjoint splits, as the :class:`Task` protocol reads them; the target is the
@@ -105,6 +110,9 @@ class SplitTask:
 
     def target(self, prompt: Prompt) -> str:
         return prompt.answer
+
+    def demonstration(self, prompt: Prompt, tools: Sequence[str]) -> list[tuple[str, str]]:
+        return [("model", self.target(prompt))]
 
 
 class TaskConfigError(ValueError):

@@ -2419,6 +2419,23 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /**
+         * AgentConfig
+         * @description Multi-turn tool-calling episodes (workers.agents): on when any tool is named.
+         */
+        RecipeAgentConfig: {
+            /**
+             * Tools
+             * @description Tools the model may call; with any, each response is a multi-turn episode. A call is a line `<tool>:<argument>`; generation pauses there, the tool runs and its reply is spliced in on a line of its own (masked from the loss), then the model writes on. calc: the value of a Python expression, run in the sandbox (see `sandbox`).
+             */
+            tools?: components["schemas"]["ToolsEnum"][];
+            /**
+             * Max Turns
+             * @description Model turns per episode (rollout.max_new_tokens bounds each); a call in the last one ends the episode with no answer (truncated).
+             * @default 3
+             */
+            max_turns: number;
+        };
         /** AlgorithmConfig */
         RecipeAlgorithmConfig: {
             /**
@@ -2666,6 +2683,7 @@ export interface components {
             checkpoint?: components["schemas"]["RecipeCheckpointConfig"];
             eval?: components["schemas"]["RecipeEvalConfig"];
             sandbox?: components["schemas"]["RecipeSandboxConfig"];
+            agent?: components["schemas"]["RecipeAgentConfig"];
             /**
              * Samples Per Step
              * @description Rollout samples kept per step (shown on the run page).
@@ -3684,6 +3702,8 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
+        /** @enum {string} */
+        ToolsEnum: "calc";
         /** @enum {string} */
         TrainerDeviceEnum: "auto" | "cpu" | "cuda";
         User: {

@@ -50,6 +50,8 @@ class RolloutChunk:
     prompt_ids: list[str]
     finished_at: float  # wall clock, for the reward pipeline's latency
     generate_s: float
+    # Agent episodes: the rollout worker's sandbox pool's figures while generating the chunk.
+    sandbox: SandboxStats | None = None
 
 
 @dataclass
@@ -68,6 +70,9 @@ class ScoredSample:
     # counted in reward_pipeline/masked; ``reward`` is 0 only as a placeholder.
     masked: bool = False
     mask_reason: str = ""
+    # Agent episodes: which response tokens are the model's (1.0) and the tools' (0.0), and the turns.
+    loss_mask: list[float] | None = None
+    turns: list[dict[str, Any]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -85,10 +90,16 @@ class ScoredChunk:
     # Samples masked because their sandbox failed; the pool's figures while scoring the chunk.
     masked: int = 0
     sandbox: SandboxStats | None = None
+    # Agent episodes: the rollout worker's pool (the tools'), apart from the rewards'.
+    tool_sandbox: SandboxStats | None = None
 
 
 class RolloutWorker:
-    """Generates groups of responses with an engine (torch or vLLM) on the weights it was given."""
+    """Generates groups of responses with an engine (torch or vLLM) on the weights it was given.
+
+    With ``agent`` (``{"tools": [...], "max_turns": n}``) each response is a multi-turn episode
+    (:func:`workers.agents.episodes.run_episodes`); ``sandbox`` is then the keyword arguments of
+    the :class:`SandboxPool` its tools run programs in (the pool's worker actors are this worker's)."""
 
     def __init__(
         self,
@@ -101,17 +112,54 @@ class RolloutWorker:
         gpu_memory_utilization: float = 0.5,
         seed: int = 0,
         tiny: dict[str, Any] | None = None,
+        agent: dict[str, Any] | None = None,
+        sandbox: dict[str, Any] | None = None,
     ) -> None:
         _setup_process(threads)
         model_path = materialise(model_path, tiny)
         self.engine: Any = open_engine(
             engine, model_path, dtype=dtype, device=device, gpu_memory_utilization=gpu_memory_utilization, seed=seed
         )
+        self.agent = agent
+        self.pool: SandboxPool | None = None
+        self._threads: ThreadPoolExecutor | None = None
+        if agent is not None:
+            from transformers import AutoTokenizer
+
+            from workers.agents.tools import build_tools
+
+            self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+            self.tools = build_tools(agent["tools"])
+            needing = [name for name, tool in self.tools.items() if tool.needs_sandbox]
+            if needing and sandbox is None:
+                raise RuntimeError(f"tool(s) {needing} run code and need a sandbox; none is configured")
+            if needing and sandbox is not None:
+                self.pool = SandboxPool(**sandbox)
+                self._threads = ThreadPoolExecutor(max_workers=self.pool.capacity)
 
     def generate(self, prompts: list[list[int]], prompt_ids: list[str], sampling: SamplingSpec) -> RolloutChunk:
         started = time.perf_counter()
-        groups = self.engine.generate(prompts, sampling)
-        return RolloutChunk(groups, prompt_ids, time.time(), time.perf_counter() - started)
+        if self.agent is None:
+            groups = self.engine.generate(prompts, sampling)
+        else:
+            from workers.agents.episodes import run_episodes
+
+            groups = run_episodes(
+                self.engine,
+                prompts,
+                sampling,
+                tokenizer=self.tokenizer,
+                tools=self.tools,
+                max_turns=int(self.agent["max_turns"]),
+                sandbox=self.pool,
+                threads=self._threads,
+            )
+        stats = self.pool.take_stats() if self.pool is not None else None
+        return RolloutChunk(groups, prompt_ids, time.time(), time.perf_counter() - started, stats)
+
+    def describe_sandbox(self) -> dict[str, Any] | None:
+        """The tools' sandbox (isolation tier, fallback reason, pool shape), or None without one."""
+        return self.pool.describe() if self.pool is not None else None
 
     def load_weights(self, state: dict[str, torch.Tensor], version: int) -> int:
         self.engine.load_weights(state, version)
@@ -195,6 +243,11 @@ class RewardWorker:
 
         def one(job: tuple[str, Generation, str]) -> _Score:
             prompt_id, gen, text = job
+            if gen.fault:
+                return _Score({}, fault=gen.fault)  # a tool's sandbox failed: nothing to score
+            if gen.turns:
+                # An agent episode is scored on its answer: the last model turn.
+                text = next(t["text"] for t in reversed(gen.turns) if t["role"] == "model")
             return self._score_parts(self.prompts[prompt_id], Completion(text=text, truncated=gen.truncated))
 
         if self._threads is not None and len(jobs) > 1:
@@ -212,6 +265,7 @@ class RewardWorker:
             scored_at=time.time(),
             masked=sum(1 for s in scores if s.fault),
             sandbox=self.pool.take_stats() if self.pool is not None else None,
+            tool_sandbox=chunk.sandbox,
         )
 
     def _sample(self, job: tuple[str, Generation, str], score: _Score) -> ScoredSample:
@@ -230,6 +284,8 @@ class RewardWorker:
             parts=score.parts,
             masked=bool(score.fault),
             mask_reason=score.fault,
+            loss_mask=gen.loss_mask,
+            turns=gen.turns,
         )
 
 
@@ -357,10 +413,11 @@ class Trainer:
     # -------------------------------------------------------------- warm start
 
     def warm_start(
-        self, examples: list[tuple[list[int], list[int]]], *, steps: int, lr: float, batch_size: int
+        self, examples: list[tuple[list[int], list[int], list[float]]], *, steps: int, lr: float, batch_size: int
     ) -> list[float]:
-        """Supervised steps on (prompt, target) pairs, loss on target tokens only. Uses its own
-        optimizer: RL starts with fresh Adam moments."""
+        """Supervised steps on (prompt, target, target loss mask) examples, loss on the target's
+        masked-in tokens only (a demonstrated tool reply is context, not the model's to write).
+        Uses its own optimizer: RL starts with fresh Adam moments."""
         rng = random.Random(f"{self.seed}:warm")
         opt = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
         losses = []
@@ -368,7 +425,8 @@ class Trainer:
         for _ in range(steps):
             chosen = [examples[rng.randrange(len(examples))] for _ in range(batch_size)]
             samples = [
-                {"prompt_ids": p, "response_ids": t, "logprobs": [0.0] * len(t), "weight_version": 0} for p, t in chosen
+                {"prompt_ids": p, "response_ids": t, "logprobs": [0.0] * len(t), "weight_version": 0, "loss_mask": m}
+                for p, t, m in chosen
             ]
             batch = algo.pack(samples, self.pad_id).to(self.device)
             logp, _ = algo.token_logprobs(self.model, batch, temperature=1.0)

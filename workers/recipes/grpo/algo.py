@@ -96,7 +96,8 @@ class PackedBatch:
 
 
 def pack(samples: Sequence[dict[str, Any]], pad_id: int) -> PackedBatch:
-    """``samples``: dicts with prompt_ids, response_ids, logprobs, weight_version."""
+    """``samples``: dicts with prompt_ids, response_ids, logprobs, weight_version, and optionally
+    loss_mask (per response token, 0.0 for tokens the model did not generate)."""
     lengths = [len(s["prompt_ids"]) + len(s["response_ids"]) for s in samples]
     width = max(lengths)
     b = len(samples)
@@ -110,7 +111,9 @@ def pack(samples: Sequence[dict[str, Any]], pad_id: int) -> PackedBatch:
         attention[i, : len(seq)] = 1
         start = len(s["prompt_ids"]) - 1  # target index of the first response token
         n = len(s["response_ids"])
-        response_mask[i, start : start + n] = 1.0
+        # An agent episode's tool outputs are in the response but not the model's: mask 0.
+        loss_mask = s.get("loss_mask")
+        response_mask[i, start : start + n] = 1.0 if loss_mask is None else torch.tensor(loss_mask)
         engine_logp[i, start : start + n] = torch.tensor(s["logprobs"], dtype=torch.float32)
     versions = torch.tensor([int(s["weight_version"]) for s in samples], dtype=torch.long)
     return PackedBatch(input_ids, attention, input_ids[:, 1:].clone(), response_mask, engine_logp, versions)

@@ -173,6 +173,26 @@ class SandboxConfig(_Section):
     limits: SandboxLimitsConfig = Field(default_factory=SandboxLimitsConfig)
 
 
+class AgentConfig(_Section):
+    """Multi-turn tool-calling episodes (workers.agents): on when any tool is named."""
+
+    tools: list[Literal["calc"]] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Tools the model may call; with any, each response is a multi-turn episode. A call is a line "
+        "`<tool>:<argument>`; generation pauses there, the tool runs and its reply is spliced in on a line of its "
+        "own (masked from the loss), then the model writes on. calc: the value of a Python expression, run in the "
+        "sandbox (see `sandbox`).",
+    )
+    max_turns: int = Field(
+        default=3,
+        ge=1,
+        le=64,
+        description="Model turns per episode (rollout.max_new_tokens bounds each); a call in the last one ends the "
+        "episode with no answer (truncated).",
+    )
+
+
 class AlgorithmConfig(_Section):
     prompts_per_step: int = Field(default=16, ge=1, le=100_000, description="Groups (prompts) per training step.")
     group_size: int = Field(
@@ -254,6 +274,7 @@ class GRPOConfig(RecipeConfig):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
     samples_per_step: int = Field(
         default=4, ge=0, le=256, description="Rollout samples kept per step (shown on the run page)."
     )
@@ -303,6 +324,22 @@ class GRPOConfig(RecipeConfig):
         return self
 
     @property
-    def uses_sandbox(self) -> bool:
+    def rewards_run_code(self) -> bool:
         """The task's rewards run code: each reward worker gets a sandbox pool."""
         return self.task.name in SANDBOX_TASKS
+
+    @property
+    def tools_run_code(self) -> bool:
+        """Agent episodes call tools that run code: each rollout worker gets a sandbox pool."""
+        return bool(self.agent.tools)  # calc, the one tool, runs the model's expression
+
+    @property
+    def uses_sandbox(self) -> bool:
+        return self.rewards_run_code or self.tools_run_code
+
+    @property
+    def sandbox_pools(self) -> int:
+        """Actors with a sandbox pool of ``sandbox.workers`` worker actors each."""
+        return (self.reward.workers if self.rewards_run_code else 0) + (
+            self.rollout.workers if self.tools_run_code else 0
+        )

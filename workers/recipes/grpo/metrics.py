@@ -82,6 +82,8 @@ class ScoredChunkTimes(Protocol):
     def scored_at(self) -> float: ...
     @property
     def sandbox(self) -> SandboxStats | None: ...
+    @property
+    def tool_sandbox(self) -> SandboxStats | None: ...
 
 
 @dataclass(frozen=True)
@@ -119,10 +121,10 @@ def pipeline_metrics(
         "offpolicy/queue_wait_s": statistics.fmean(
             max(0.0, times.train_start_wall - chunk.scored_at) for chunk in chunks
         ),
-        "time/rollout_s": sum(ch.generate_s for ch in chunks) / rollout_workers,
-        # Scoring, split into the time spent waiting on sandboxes (time/sandbox_s, with a
-        # sandbox) and the rest: the two staves of the reward path, one after the other.
-        **reward_times(chunks, reward_workers),
+        # Generation, split into the time agent episodes' tool calls were in flight in the
+        # sandbox and the rest; scoring likewise (the reward path's sandbox and the rest). The
+        # sandbox's two parts add up to time/sandbox_s.
+        **stage_times(chunks, rollout_workers=rollout_workers, reward_workers=reward_workers),
         "time/weight_sync_s": times.weight_sync_s,
         "idle/trainer_wait_s": times.trainer_wait_s,
         "idle/rollout_wait_s": times.rollout_idle_s / rollout_workers,
@@ -133,8 +135,21 @@ def pipeline_metrics(
         # Samples of this update whose sandbox failed: no reward, out of the advantages and the loss.
         "reward_pipeline/masked": float(sum(1 for g in groups for s in g if s.get("masked", False))),
         "weights/version": float(version),
-        **sandbox_metrics([ch.sandbox for ch in chunks if ch.sandbox is not None]),
+        **sandbox_metrics([p for ch in chunks for p in (ch.sandbox, ch.tool_sandbox) if p is not None]),
     }
+
+
+def stage_times(chunks: Sequence[ScoredChunkTimes], *, rollout_workers: int, reward_workers: int) -> dict[str, float]:
+    """``time/rollout_s`` and ``time/reward_s`` per worker of each, with the wall time some
+    sandbox execution of theirs was in flight (``SandboxStats.busy_s``: agent tools in generation,
+    programs in rewards) taken out of each and reported as ``time/sandbox_s``."""
+    generate = sum(ch.generate_s for ch in chunks)
+    tools = [ch.tool_sandbox for ch in chunks if ch.tool_sandbox is not None]
+    in_tools = min(generate, sum(s.busy_s for s in tools))
+    times = {"time/rollout_s": (generate - in_tools) / rollout_workers, **reward_times(chunks, reward_workers)}
+    if tools:
+        times["time/sandbox_s"] = times.get("time/sandbox_s", 0.0) + in_tools / rollout_workers
+    return times
 
 
 def reward_times(chunks: Sequence[ScoredChunkTimes], reward_workers: int) -> dict[str, float]:
@@ -161,7 +176,8 @@ def isolation_metrics(described: Mapping[str, Any]) -> dict[str, float]:
 
 
 def sandbox_metrics(stats: Sequence[SandboxStats]) -> dict[str, float]:
-    """DESIGN's ``sandbox/*`` over the reward workers' pools, for the chunks of one update: start
+    """DESIGN's ``sandbox/*`` over the pools (reward workers', and rollout workers' for agent
+    tools), for the chunks of one update: start
     and execution times of the executions the sandbox ran (faults left out), sandbox faults
     (retried ones included), timeouts, worker actors and the most executions in flight at once;
     plus executions, retries and workers replaced. Empty when no pool ran."""
@@ -207,3 +223,38 @@ def eval_metrics(
     for part in parts[keep[0]]:
         metrics[f"eval/{name}/{part}"] = statistics.fmean(parts[i][part] for i in keep)
     return metrics
+
+
+def agent_metrics(samples: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """``agent/*`` over the update's multi-turn episodes (empty for single-turn samples): model
+    turns per episode, tool calls (in all, per episode, the share of episodes that made one), the
+    calls by what went wrong (``agent/tool_errors/<kind>``: workers.agents.tools.KINDS), call
+    latency, the share of response tokens the tools wrote, and episodes masked because a tool's
+    sandbox failed."""
+    from workers.agents.tools import KINDS, OK
+
+    episodes = [s for s in samples if s.get("turns")]
+    if not episodes:
+        return {}
+    model_turns = [sum(1 for t in s["turns"] if t["role"] == "model") for s in episodes]
+    calls = [t for s in episodes for t in s["turns"] if t["role"] == "tool"]
+    kinds = {kind: 0 for kind in KINDS if kind != OK}
+    for t in calls:
+        if t["kind"] != OK:
+            kinds[t["kind"]] = kinds.get(t["kind"], 0) + 1
+    tool_tokens = sum(t["tokens"] for t in calls)
+    all_tokens = sum(len(s["response_ids"]) for s in episodes)
+    ms = [float(t["ms"]) for t in calls]
+    return {
+        "agent/turns_mean": statistics.fmean(model_turns),
+        "agent/turns_max": float(max(model_turns)),
+        "agent/tool_calls": float(len(calls)),
+        "agent/tool_calls_per_episode": len(calls) / len(episodes),
+        "agent/calling_frac": sum(1 for s in episodes if any(t["role"] == "tool" for t in s["turns"])) / len(episodes),
+        "agent/tool_errors": float(sum(kinds.values())),
+        **{f"agent/tool_errors/{kind}": float(n) for kind, n in kinds.items()},
+        "agent/tool_ms_p50": percentile(ms, 50),
+        "agent/tool_ms_p99": percentile(ms, 99),
+        "agent/tool_token_frac": tool_tokens / all_tokens if all_tokens else 0.0,
+        "agent/masked": float(sum(1 for s in episodes if s.get("masked", False))),
+    }

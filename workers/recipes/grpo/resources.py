@@ -28,7 +28,8 @@ class ResourcePlan:
     reward: Footprint  # each of reward.workers
     trainer: Footprint
     reference: Footprint | None
-    # Each sandbox worker (sandbox.workers per reward worker), when the task runs code.
+    # Each sandbox worker (sandbox.workers per reward worker whose rewards run code, and per
+    # rollout worker whose agent's tools do).
     sandbox: Footprint | None
     # What the trainer and the reference are told to compute on: the GPU they reserved, or CPU.
     device: str
@@ -40,7 +41,7 @@ class ResourcePlan:
             (config.reward.workers, self.reward),
             (1, self.trainer),
             *([(1, self.reference)] if self.reference is not None else []),
-            *([(config.reward.workers * config.sandbox.workers, self.sandbox)] if self.sandbox is not None else []),
+            *([(config.sandbox_pools * config.sandbox.workers, self.sandbox)] if self.sandbox is not None else []),
         ]
         return {
             "CPU": sum(n * part.num_cpus for n, part in parts),
@@ -80,7 +81,7 @@ def check_resources(config: GRPOConfig, plan: ResourcePlan, cluster: Mapping[str
         f"{plan.reward.num_cpus:g}, trainer {plan.trainer.num_cpus:g}"
         + (f", reference {plan.reference.num_cpus:g}" if plan.reference else "")
         + (
-            f", sandbox {config.reward.workers * config.sandbox.workers} x {plan.sandbox.num_cpus:g}"
+            f", sandbox {config.sandbox_pools * config.sandbox.workers} x {plan.sandbox.num_cpus:g}"
             if plan.sandbox
             else ""
         )

@@ -137,17 +137,18 @@ class GRPORun:
             self.checkpoint(config.steps)
 
     def record_sandbox(self) -> None:
-        """The isolation the reward workers' sandboxes use: logged (loudly when weaker than
+        """The isolation the sandboxes use (the agent tools', else the rewards'): logged (loudly when weaker than
         bubblewrap) and reported as ``sandbox/isolation_tier`` and ``sandbox/fallback``. The
         run's environment record (entrypoint) is posted before the recipe starts and has no
         field for it."""
         if not self.config.uses_sandbox:
             return
-        described: dict[str, Any] = ray.get(self.actors.reward[0].describe_sandbox.remote())
+        owner = self.actors.rollout[0] if self.config.tools_run_code else self.actors.reward[0]
+        described: dict[str, Any] = ray.get(owner.describe_sandbox.remote())
         figures = grpo_metrics.isolation_metrics(described)
         if figures["sandbox/fallback"]:
             self.log.warning(
-                "SANDBOX FALLBACK: rewards run code in the %s tier: %s (not enforced: %s)",
+                "SANDBOX FALLBACK: model-written code runs in the %s tier: %s (not enforced: %s)",
                 described.get("tier"),
                 described.get("reason_for_fallback") or described.get("unavailable"),
                 ", ".join(described.get("not_enforced", [])),
@@ -315,6 +316,7 @@ class GRPORun:
         step_s = time.perf_counter() - started
         tokens = sum(len(s["response_ids"]) for s in flat)
         metrics.update(grpo_metrics.pace_metrics(step_s=step_s, tokens=tokens, samples=len(flat)))
+        metrics.update(grpo_metrics.agent_metrics(flat))
         metrics["system/cpu_util"] = psutil.cpu_percent(interval=None)
         metrics["system/rss_gb"] = (
             self.process.memory_info().rss / 2**30 + rollout_rss + metrics.get("system/trainer_rss_gb", 0.0)
@@ -353,6 +355,8 @@ class GRPORun:
                         "parts": s["parts"],
                         "truncated": s["truncated"],
                         **({"masked": s["mask_reason"]} if s.get("masked") else {}),
+                        # An agent episode's every turn, the model's and the tools'.
+                        **({"turns": s["turns"]} if s.get("turns") else {}),
                     },
                 }
                 for s in picked
@@ -363,12 +367,7 @@ class GRPORun:
         """Greedy decoding of the current policy on ``eval_sets``."""
         sets = eval_sets(self.task)
         pending = {
-            name: self.actors.reward[0].score.remote(
-                self.trainer.generate_greedy.remote(
-                    [self.tokens.ids(p) for p in prompts], [p.id for p in prompts], self.config.rollout.max_new_tokens
-                )
-            )
-            for name, prompts in sets.items()
+            name: self.actors.reward[0].score.remote(self.generate_greedy(prompts)) for name, prompts in sets.items()
         }
         metrics: dict[str, float] = {}
         for name, ref in pending.items():
@@ -381,6 +380,16 @@ class GRPORun:
             )
         self.ctx.reporter.log(metrics, step)
         self.log.info("eval at step %d: %s", step, ", ".join(f"{k}={v:.3f}" for k, v in metrics.items()))
+
+    def generate_greedy(self, prompts: list[Prompt]) -> Any:
+        """A ref to greedy responses of the current policy: the trainer's own, or agent episodes
+        (they need the tools) on the first rollout worker, which holds the same weights by then
+        (its weight loads are queued ahead of this call)."""
+        ids, names = [self.tokens.ids(p) for p in prompts], [p.id for p in prompts]
+        if not self.config.agent.tools:
+            return self.trainer.generate_greedy.remote(ids, names, self.config.rollout.max_new_tokens)
+        greedy = SamplingSpec(n=1, max_new_tokens=self.config.rollout.max_new_tokens, temperature=0.0, seed=0)
+        return self.actors.rollout[0].generate.remote(ids, names, greedy)
 
     def checkpoint(self, step: int, metrics: dict[str, float] | None = None) -> float:
         """Save the policy with what a resume needs, and register it; seconds the save took."""

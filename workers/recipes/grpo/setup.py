@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from workers.recipes.grpo import actors
 from workers.recipes.grpo.config import GRPOConfig
 from workers.recipes.grpo.data import PromptTokens, derive_seed
 from workers.recipes.grpo.resources import ResourcePlan
-from workers.rewards.base import Task
+from workers.rewards.base import Prompt, Task
 
 
 def remote_class(cls: type) -> Any:
@@ -77,7 +78,8 @@ def task_spec(config: GRPOConfig) -> dict[str, Any]:
 
 
 def sandbox_spec(config: GRPOConfig) -> dict[str, Any] | None:
-    """The keyword arguments of each reward worker's ``SandboxPool``; None when the task runs no code."""
+    """The keyword arguments of the ``SandboxPool`` of each worker that runs code (reward workers
+    whose rewards do, rollout workers whose agent's tools do); None when nothing runs code."""
     if not config.uses_sandbox:
         return None
     from workers.sandbox.base import Limits, MiB
@@ -99,6 +101,13 @@ def sandbox_spec(config: GRPOConfig) -> dict[str, Any] | None:
             max_file_bytes=limits.max_file_mb * MiB,
         ),
     }
+
+
+def agent_spec(config: GRPOConfig) -> dict[str, Any] | None:
+    """What each rollout worker's episodes may do (tools, turns); None for single-turn rollouts."""
+    if not config.agent.tools:
+        return None
+    return {"tools": list(config.agent.tools), "max_turns": config.agent.max_turns}
 
 
 @dataclass
@@ -155,6 +164,8 @@ def start_actors(
             gpu_memory_utilization=config.rollout.gpu_memory_utilization,
             seed=derive_seed(seed, "engine", i),
             tiny=tiny,
+            agent=agent_spec(config),
+            sandbox=sandbox_spec(config) if config.tools_run_code else None,
         )
         for i in range(config.rollout.workers)
     ]
@@ -166,7 +177,7 @@ def start_actors(
             threads=1,
             tiny=tiny,
             delay_s=config.reward.delay_s,
-            sandbox=sandbox_spec(config),
+            sandbox=sandbox_spec(config) if config.rewards_run_code else None,
         )
         for _ in range(config.reward.workers)
     ]
@@ -186,6 +197,21 @@ def start_actors(
     return Actors(rollout=rollout, reward=reward, reference=reference)
 
 
+def demonstration(
+    tokens: PromptTokens, task: Task, prompt: Prompt, tools: Sequence[str]
+) -> tuple[list[int], list[int], list[float]]:
+    """A warm-start example: prompt ids, target ids (the task's demonstration, end-of-sequence
+    last) and the loss mask over the target (0.0 on what a tool would have said)."""
+    tokenizer = tokens.tokenizer
+    target: list[int] = []
+    mask: list[float] = []
+    for role, text in task.demonstration(prompt, tools):
+        ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        target += ids
+        mask += [1.0 if role == "model" else 0.0] * len(ids)
+    return tokens.ids(prompt), [*target, tokenizer.eos_token_id], [*mask, 1.0]
+
+
 def warm_start(
     config: GRPOConfig,
     ctx: RunContext,
@@ -203,12 +229,7 @@ def warm_start(
     """
     if config.warm_start.steps == 0:
         return model_path if config.algorithm.reference else None
-    tokenizer = tokens.tokenizer
-    eos = tokenizer.eos_token_id
-    examples = [
-        (tokens.ids(p), [*tokenizer(task.target(p), add_special_tokens=False)["input_ids"], eos])
-        for p in task.warm_start_prompts()
-    ]
+    examples = [demonstration(tokens, task, p, config.agent.tools) for p in task.warm_start_prompts()]
     if not examples:
         raise ValueError("warm_start.steps > 0 needs task.warm_start_size > 0 (problems to learn from)")
     started = time.perf_counter()

@@ -307,3 +307,25 @@ describe("the sample browser", () => {
     expect(queries(calls).filter((q) => q.includes("offset=40"))).toHaveLength(1);
   });
 });
+
+
+describe("an agent episode", () => {
+  it("shows every turn, the tool's replies labelled with what the call came to", async () => {
+    const turns = [
+      { role: "model", text: "calc:12*34\n" },
+      { role: "tool", text: "408\n", tool: "calc", kind: "ok", ms: 12.4 },
+      { role: "model", text: "calc:(1\n" },
+      { role: "tool", text: "error\n", tool: "calc", kind: "program_error", ms: 30 },
+      { role: "model", text: "408" },
+    ];
+    const episode = sample(9, 3, turns.map((t) => t.text).join(""), 1, 20, { parts: { correct: 1 }, turns });
+    api(() => page([episode]));
+    renderBrowser();
+    const list = await screen.findByRole("list", { name: "5 turns" });
+    const items = within(list).getAllByRole("listitem");
+    expect(items.map((li) => li.className)).toEqual(["model-turn", "tool-turn", "model-turn", "tool-turn", "model-turn"]);
+    expect(within(items[1]!).getByText("calc · ok · 12 ms")).toBeTruthy();
+    expect(within(items[3]!).getByText("calc · program_error · 30 ms").className).toBe("tag danger");
+    expect(items[4]!.textContent).toContain("408");
+  });
+});

@@ -28,6 +28,7 @@ import {
   type SampleFilters,
   type SampleOrder,
   type Trend,
+  agentTurns,
 } from "./sampleBrowser";
 import { formatReward } from "./samples";
 import { ACROSS_LIMIT, useFollowNewSamples, useSampleBrowse, useSamePrompt, useSampleSummary, type SampleSummary } from "./samplesApi";
@@ -394,7 +395,7 @@ function SampleRow({
         <SampleText text={sample.prompt} q={q} limits={LIST_TEXT} what="prompt" />
       </td>
       <td className="wrap">
-        <SampleText text={sample.response} q={q} limits={LIST_TEXT} what="response" />
+        <ResponseText sample={sample} q={q} limits={LIST_TEXT} />
       </td>
       <td className="num">
         {formatReward(sample.reward)}
@@ -434,6 +435,28 @@ function RewardParts({ parts }: { parts: [string, number][] }) {
         </li>
       ))}
     </ul>
+  );
+}
+
+/** A response as its turns when it is an agent episode (the tools' replies marked as theirs), else its text. */
+function ResponseText({ sample, q, limits }: { sample: Sample; q: string; limits: CollapseLimits }) {
+  const turns = agentTurns(sample.extra);
+  if (turns.length === 0) return <SampleText text={sample.response} q={q} limits={limits} what="response" />;
+  return (
+    <ol className="turns" aria-label={`${turns.length} turns`}>
+      {turns.map((turn, i) => (
+        <li key={i} className={turn.role === "tool" ? "tool-turn" : "model-turn"}>
+          {turn.role === "tool" ? (
+            <span className={turn.kind && turn.kind !== "ok" ? "tag danger" : "tag"} title="What the tool call came to">
+              {[turn.tool ?? "tool", turn.kind, turn.ms !== undefined ? `${Math.round(turn.ms)} ms` : null]
+                .filter(Boolean)
+                .join(" · ")}
+            </span>
+          ) : null}
+          <SampleText text={turn.text} q={q} limits={limits} what={turn.role === "tool" ? "tool reply" : "response"} />
+        </li>
+      ))}
+    </ol>
   );
 }
 
@@ -565,7 +588,7 @@ function SamePrompt({ runId, sampleId, q, onClose }: { runId: number; sampleId: 
                   {repeated ? <span className="tag">same response as the step before</span> : null}
                 </div>
                 {rewardParts(sample.extra).length > 0 ? <RewardParts parts={rewardParts(sample.extra)} /> : null}
-                <SampleText text={sample.response} q={q} limits={CARD_TEXT} what="response" />
+                <ResponseText sample={sample} q={q} limits={CARD_TEXT} />
               </li>
             ))}
           </ol>

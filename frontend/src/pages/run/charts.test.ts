@@ -60,6 +60,12 @@ describe("groupByNamespace", () => {
         (g) => g.namespace,
       ),
     ).toEqual(["reward", "sandbox", "reward_pipeline", "policy"]);
+    // An agent run's episodes (tool calls, their errors) come right after the sandbox's health.
+    expect(
+      groupByNamespace(["mismatch/engine_kl", "agent/tool_calls", "sandbox/failures", "reward/mean"]).map(
+        (g) => g.namespace,
+      ),
+    ).toEqual(["reward", "sandbox", "agent", "mismatch"]);
     expect(groupByNamespace([])).toEqual([]);
   });
 });

@@ -6,14 +6,16 @@ import type { Series } from "../../api/metrics";
 /**
  * Namespaces in the order a researcher reads a run: what it learns (reward, held-out eval), whether
  * the reward can be trusted (the sandbox's and the reward pipeline's health, beside the reward: a
- * sandbox failing makes rewards go missing, not wrong), whether rollout and trainer agree
- * (mismatch), then the design's order; others follow alphabetically.
+ * sandbox failing makes rewards go missing, not wrong), what an agent's episodes did (turns, tool
+ * calls and their errors: the sandbox's other user), whether rollout and trainer agree (mismatch),
+ * then the design's order; others follow alphabetically.
  */
 export const NAMESPACE_ORDER = [
   "reward",
   "eval",
   "sandbox",
   "reward_pipeline",
+  "agent",
   "mismatch",
   "response_length",
   "policy",

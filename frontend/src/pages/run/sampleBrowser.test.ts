@@ -15,6 +15,7 @@ import {
   promptTrend,
   queryFor,
   rewardParts,
+  agentTurns,
   searchWithFilters,
   wasTruncated,
   type SampleFilters,
@@ -193,6 +194,24 @@ describe("a sample's extras", () => {
     expect(wasTruncated({ truncated: true })).toBe(true);
     expect(wasTruncated({ truncated: "yes" })).toBe(false);
     expect(wasTruncated([])).toBe(false);
+  });
+
+  it("reads an agent episode's turns, and nothing from turns of another shape", () => {
+    const turns = [
+      { role: "model", text: "calc:12*34\n", tokens: 11 },
+      { role: "tool", text: "408\n", tool: "calc", kind: "ok", ms: 12.5 },
+      { role: "model", text: "408" },
+    ];
+    expect(agentTurns({ turns })).toEqual([
+      { role: "model", text: "calc:12*34\n" },
+      { role: "tool", text: "408\n", tool: "calc", kind: "ok", ms: 12.5 },
+      { role: "model", text: "408" },
+    ]);
+    expect(agentTurns({})).toEqual([]);
+    expect(agentTurns({ turns: "calc" })).toEqual([]);
+    expect(agentTurns({ turns: [{ role: "user", text: "hi" }] })).toEqual([]);
+    expect(agentTurns({ turns: [{ role: "model" }] })).toEqual([]);
+    expect(agentTurns(null)).toEqual([]);
   });
 });
 

@@ -256,6 +256,37 @@ export function rewardParts(extra: unknown): [string, number][] {
   );
 }
 
+/** One turn of an agent episode (`extra.turns`, written by the GRPO recipe's agent episodes). */
+export interface AgentTurn {
+  role: "model" | "tool";
+  text: string;
+  /** A tool turn's tool, what became of the call (ok, program_error, timeout, format, …) and its time. */
+  tool?: string;
+  kind?: string;
+  ms?: number;
+}
+
+/** An agent episode's turns, in order; [] for a single-turn sample or an `extra` of another shape. */
+export function agentTurns(extra: unknown): AgentTurn[] {
+  if (extra === null || typeof extra !== "object" || Array.isArray(extra)) return [];
+  const turns = (extra as Record<string, unknown>).turns;
+  if (!Array.isArray(turns)) return [];
+  const out: AgentTurn[] = [];
+  for (const t of turns) {
+    if (t === null || typeof t !== "object") return [];
+    const { role, text, tool, kind, ms } = t as Record<string, unknown>;
+    if ((role !== "model" && role !== "tool") || typeof text !== "string") return [];
+    out.push({
+      role,
+      text,
+      ...(typeof tool === "string" ? { tool } : {}),
+      ...(typeof kind === "string" ? { kind } : {}),
+      ...(typeof ms === "number" && Number.isFinite(ms) ? { ms } : {}),
+    });
+  }
+  return out;
+}
+
 /** Whether the response hit the length limit (`extra.truncated`). */
 export function wasTruncated(extra: unknown): boolean {
   return extra !== null && typeof extra === "object" && (extra as Record<string, unknown>).truncated === true;

@@ -75,6 +75,7 @@ def scored(
     errors: int,
     scored_at: float,
     sandbox: SandboxStats | None = None,
+    tool_sandbox: SandboxStats | None = None,
 ) -> SimpleNamespace:
     return SimpleNamespace(
         generate_s=generate_s,
@@ -83,6 +84,7 @@ def scored(
         errors=errors,
         scored_at=scored_at,
         sandbox=sandbox,
+        tool_sandbox=tool_sandbox,
     )
 
 
@@ -158,6 +160,29 @@ def test_sandbox_metrics_merge_the_pools_of_a_step() -> None:
     assert out["reward_pipeline/masked"] == 0.0
     # Of the 2 s the reward worker scored, 0.75 s it waited on sandboxes: two staves in a row.
     assert (out["time/sandbox_s"], out["time/reward_s"]) == (0.75, 1.25)
+    assert out["time/rollout_s"] == 2.0
+
+
+def test_agent_tool_time_is_taken_out_of_generation_into_the_sandbox_stave() -> None:
+    """An agent episode's tool calls run in the rollout worker's pool while generation waits:
+    that time is the sandbox stave's, not the engine's; the pools' figures merge."""
+    tools = SandboxStats(executions=4, exec_ms=[5.0, 7.0], pool_size=1, busy=2, busy_s=1.5)
+    rewards = SandboxStats(executions=2, exec_ms=[1.0], pool_size=2, busy=1, busy_s=0.5)
+    chunks = [
+        scored(generate_s=4.0, compute_s=1.0, latency_s=0.1, errors=0, scored_at=0.0, tool_sandbox=tools),
+        scored(generate_s=2.0, compute_s=1.0, latency_s=0.1, errors=0, scored_at=0.0, sandbox=rewards),
+    ]
+    times = metrics.StepTimes(
+        train_start_wall=0.0, weight_sync_s=0.0, trainer_wait_s=0.0, rollout_idle_s=0.0, queue_depth=0
+    )
+    out = metrics.pipeline_metrics(
+        [[{"weight_version": 0}]], chunks, version=1, dropped=0, times=times, rollout_workers=2, reward_workers=1
+    )
+    # Generation: 6 s over 2 workers, 1.5 s of it in tools; scoring: 2 s, 0.5 s in sandboxes.
+    assert out["time/rollout_s"] == pytest.approx((6.0 - 1.5) / 2)
+    assert out["time/reward_s"] == pytest.approx(1.5)
+    assert out["time/sandbox_s"] == pytest.approx(0.5 + 1.5 / 2)
+    assert out["sandbox/executions"] == 6.0 and out["sandbox/pool_size"] == 2.0
 
 
 def test_isolation_tier_is_a_number_and_a_fallback_is_flagged() -> None:

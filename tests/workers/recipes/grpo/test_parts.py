@@ -14,7 +14,8 @@ from workers.engines.base import SamplingSpec
 from workers.engines.vllm_engine import vllm_available
 from workers.models.tiny import TinySpec, ensure_tiny_model
 from workers.recipes.grpo import actors, algo
-from workers.recipes.grpo.data import PromptStream
+from workers.recipes.grpo.data import PromptStream, PromptTokens
+from workers.recipes.grpo.setup import demonstration
 from workers.rewards.arithmetic import ArithmeticTask
 from workers.rewards.base import Completion, RewardContext
 
@@ -150,13 +151,8 @@ def test_left_padded_batches_sample_what_each_prompt_samples_alone(model_path: s
 def test_a_checkpoint_restores_weights_optimizer_and_version(model_path: str, tokenizer: Any, scorer, tmp_path: Path):
     worker = actors.RolloutWorker(engine="torch", model_path=model_path, dtype="float32", device="cpu", threads=1)
     kw = dict(PPO)
-    warm = [
-        (
-            tokenizer(p.text)["input_ids"],
-            [*tokenizer(p.answer, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id],
-        )
-        for p in scorer.task.warm_start_prompts()
-    ]
+    tokens = PromptTokens(tokenizer)
+    warm = [demonstration(tokens, scorer.task, p, []) for p in scorer.task.warm_start_prompts()]
     trainer = _trainer(model_path)
     trainer.warm_start(warm, steps=40, lr=3e-3, batch_size=16)  # rewards vary, so updates are non-zero
     worker.load_weights(trainer.state(), trainer.version)
