@@ -502,6 +502,33 @@ def python_source(
     return Program([python, "main.py"], {"main.py": code}, stdin), limits
 
 
+def program_outcome(
+    limits: Limits,
+    killed_for: Outcome | None,
+    exit_code: int | None,
+    sig: int | None,
+    cpu: float,
+    err: bytes | bytearray,
+) -> tuple[Outcome, str]:
+    """How a program that ran ended, and why in words: ``killed_for`` is what the supervisor
+    killed it for (output_limit, timeout, crash) if it did, ``err`` its stderr."""
+    if killed_for is Outcome.OUTPUT_LIMIT:
+        return Outcome.OUTPUT_LIMIT, f"stdout + stderr over {limits.max_output_bytes} bytes"
+    if killed_for is Outcome.TIMEOUT:
+        return Outcome.TIMEOUT, f"wall-clock limit of {limits.wall_s} s"
+    if killed_for is Outcome.CRASH:
+        return Outcome.CRASH, "the sandbox did not end"
+    if sig == signal.SIGXCPU or (
+        sig == signal.SIGKILL and limits.cpu_s is not None and cpu >= int(-(-limits.cpu_s // 1))
+    ):
+        return Outcome.TIMEOUT, f"CPU-time limit of {limits.cpu_s} s"
+    if exit_code == 0:
+        return Outcome.OK, ""
+    if limits.memory_bytes is not None and _MEMORY_SIGNS.search(bytes(err[-4096:])):
+        return Outcome.MEMORY_LIMIT, f"memory limit of {limits.memory_bytes} bytes"
+    return Outcome.PROGRAM_ERROR, f"killed by signal {sig}" if sig is not None else f"exit status {exit_code}"
+
+
 def _failed(outcome: Outcome, reason: str, tier: Tier) -> ExecResult:
     return ExecResult(outcome, None, "", "", 0.0, 0.0, isolation=str(tier), reason=reason)
 
@@ -513,8 +540,18 @@ class _Execution:
     launches its supervisor ahead of demand (``warm=True``: stdin a pipe for the program, and a
     ready pipe) and calls :meth:`finish` once the program is handed over."""
 
-    def __init__(self, box: LocalSandbox, program: Program, limits: Limits, work: str, cgroup: _Cgroup | None) -> None:
+    def __init__(
+        self,
+        box: LocalSandbox,
+        program: Program,
+        limits: Limits,
+        work: str,
+        cgroup: _Cgroup | None,
+        bwrap_extra: tuple[str, ...] = (),
+    ) -> None:
         self.box, self.program, self.limits, self.work, self.cgroup = box, program, limits, work, cgroup
+        # More bwrap options (the session pool's --as-pid-1), in the bubblewrap tier.
+        self.bwrap_extra = bwrap_extra
         self.tier = box.tier
         self.out = bytearray()
         self.err = bytearray()
@@ -532,7 +569,7 @@ class _Execution:
         argv = list(self.program.argv)
         if self.tier is not Tier.BUBBLEWRAP:
             return argv
-        extra: tuple[str, ...] = ("--json-status-fd", str(status_fd))
+        extra: tuple[str, ...] = (*self.bwrap_extra, "--json-status-fd", str(status_fd))
         if block_fd is not None:
             extra += ("--block-fd", str(block_fd))
         argv = _bwrap_argv(self.box.bwrap, self.work, argv, extra)
@@ -795,23 +832,7 @@ class _Execution:
         else:
             exit_code = status
 
-        if self.killed_for is Outcome.OUTPUT_LIMIT:
-            outcome, reason = Outcome.OUTPUT_LIMIT, f"stdout + stderr over {limits.max_output_bytes} bytes"
-        elif self.killed_for is Outcome.TIMEOUT:
-            outcome, reason = Outcome.TIMEOUT, f"wall-clock limit of {limits.wall_s} s"
-        elif self.killed_for is Outcome.CRASH:
-            outcome, reason = Outcome.CRASH, "the sandbox did not end"
-        elif sig == signal.SIGXCPU or (
-            sig == signal.SIGKILL and limits.cpu_s is not None and cpu >= int(-(-limits.cpu_s // 1))
-        ):
-            outcome, reason = Outcome.TIMEOUT, f"CPU-time limit of {limits.cpu_s} s"
-        elif exit_code == 0:
-            outcome = Outcome.OK
-        elif limits.memory_bytes is not None and _MEMORY_SIGNS.search(bytes(self.err[-4096:])):
-            outcome, reason = Outcome.MEMORY_LIMIT, f"memory limit of {limits.memory_bytes} bytes"
-        else:
-            outcome = Outcome.PROGRAM_ERROR
-            reason = f"killed by signal {sig}" if sig is not None else f"exit status {exit_code}"
+        outcome, reason = program_outcome(limits, self.killed_for, exit_code, sig, cpu, self.err)
         if not clean:
             where = self.cgroup and self.cgroup.path
             log.error("sandbox: processes of an execution survived its cgroup sweep (%s)", where)

@@ -30,6 +30,7 @@ import os
 import select
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from workers.sandbox.base import ExecResult, Limits, Outcome, Program
@@ -45,21 +46,11 @@ from workers.sandbox.local import (
 
 log = logging.getLogger(__name__)
 
-# Run as `python -c SUPERVISOR <ready fd>` inside the sandbox. It says it is ready on the ready
-# pipe, reads (argv, rlimits, stdin) marshalled from its stdin until EOF, lowers its rlimits, puts
-# the program's stdin on fd 0 and runs the source as __main__, leaving exit status, uncaught
-# exceptions and output to the interpreter as `python main.py` would.
-SUPERVISOR = r"""
-import marshal, os, resource, sys, types
-def _take(ready):
-    os.write(ready, b"R")
-    os.close(ready)
-    chunks = []
-    while chunk := os.read(0, 1 << 16):
-        chunks.append(chunk)
-    argv, limits, data = marshal.loads(b"".join(chunks))
-    for res, soft, hard in limits:
-        resource.setrlimit(res, (soft, hard))
+# Pieces of supervisor source, shared with the session supervisor (workers.sandbox.session), to be
+# the body of a function: STDIN_ON_FD0 puts the bytes `data` on fd 0 (/dev/null when empty);
+# AS_MAIN makes `argv` (a script and its arguments, or -c, code and its arguments) __main__ as
+# `python main.py` / `python -c` would, and returns its compiled code and globals.
+STDIN_ON_FD0 = r"""
     if data:
         fd = os.memfd_create("stdin")
         view = memoryview(data)
@@ -70,6 +61,8 @@ def _take(ready):
         fd = os.open("/dev/null", os.O_RDONLY)
     os.dup2(fd, 0)
     os.close(fd)
+"""
+AS_MAIN = r"""
     main = types.ModuleType("__main__")
     main.__builtins__ = __builtins__
     if argv[0] == "-c":
@@ -82,10 +75,45 @@ def _take(ready):
         sys.path[0] = os.path.dirname(os.path.abspath(name))
     sys.modules["__main__"] = main
     return compile(source, name, "exec"), main.__dict__
-_code, _globals = _take(int(sys.argv[1]))
+"""
+
+# Run as `python -c SUPERVISOR <ready fd>` inside the sandbox. It says it is ready on the ready
+# pipe, reads (argv, rlimits, stdin) marshalled from its stdin until EOF, lowers its rlimits, puts
+# the program's stdin on fd 0 and runs the source as __main__, leaving exit status, uncaught
+# exceptions and output to the interpreter as `python main.py` would.
+SUPERVISOR = (
+    r"""
+import marshal, os, resource, sys, types
+def _take(ready):
+    os.write(ready, b"R")
+    os.close(ready)
+    chunks = []
+    while chunk := os.read(0, 1 << 16):
+        chunks.append(chunk)
+    argv, limits, data = marshal.loads(b"".join(chunks))
+    for res, soft, hard in limits:
+        resource.setrlimit(res, (soft, hard))"""
+    + STDIN_ON_FD0.rstrip("\n")
+    + AS_MAIN
+    + """_code, _globals = _take(int(sys.argv[1]))
 del _take
 exec(_code, _globals)
 """
+)
+
+
+def not_in_process(argv: Sequence[str], python: str) -> str:
+    """Why a supervisor cannot run argv in its own interpreter ('' when it can): it runs
+    ``[python, script, ...]`` and ``[python, "-c", code, ...]``."""
+    if len(argv) < 2 or argv[0] != python:
+        return f"not run by {python}"
+    if argv[1] == "-c":
+        if len(argv) < 3:
+            return "python -c without code"
+    elif argv[1].startswith("-"):
+        return f"interpreter option {argv[1]}"
+    return ""
+
 
 # A ready sandbox's slot checks it is alive this often; acquire checks it too.
 HEALTH_EVERY_S = 0.25
@@ -114,8 +142,18 @@ class _State(enum.Enum):
 class _Warm:
     """One warm sandbox: a launched _Execution whose program is the supervisor, waiting."""
 
-    def __init__(self, box: LocalSandbox, limits: Limits, start_timeout_s: float) -> None:
+    def __init__(
+        self,
+        box: LocalSandbox,
+        limits: Limits,
+        start_timeout_s: float,
+        *,
+        supervisor: str = SUPERVISOR,
+        bwrap_extra: tuple[str, ...] = (),
+    ) -> None:
         self.box, self.limits = box, limits
+        # The supervisor's source (run as `python -c supervisor <ready fd>`) and more bwrap options.
+        self.supervisor, self.bwrap_extra = supervisor, bwrap_extra
         self.state = _State.STARTING
         self.work = ""
         self.cgroup: _Cgroup | None = None
@@ -138,8 +176,8 @@ class _Warm:
             raise _NoneStarted(f"preparing the sandbox: {e}") from e
         ready_r, ready_w = os.pipe()
         try:
-            program = Program([box.python, "-c", SUPERVISOR, str(ready_w)])
-            self.exe = _Execution(box, program, self.limits, self.work, self.cgroup)
+            program = Program([box.python, "-c", self.supervisor, str(ready_w)])
+            self.exe = _Execution(box, program, self.limits, self.work, self.cgroup, self.bwrap_extra)
             failed = self.exe.launch(warm=True, pass_fds=(ready_w,))
             os.close(ready_w)
             ready_w = -1
@@ -243,7 +281,7 @@ class WarmPool:
         self.max_waiters = max_waiters if max_waiters is not None else 4 * size
         self.acquire_timeout_s = acquire_timeout_s
         self.start_timeout_s = start_timeout_s
-        self.warm = self.box.tier is Tier.BUBBLEWRAP and not self.box.unavailable
+        self.warm = self._warm_tier()
         self._pool_rlimits = dict(self.box.rlimits(self.limits, in_cgroup=self.box.pids_cgroup is not None))
         self._cond = threading.Condition()
         self._ready: collections.deque[_Warm] = collections.deque()
@@ -259,6 +297,14 @@ class WarmPool:
             t.start()
 
     # ----------------------------------------------------------------------------- slots
+    def _warm_tier(self) -> bool:
+        """Whether the sandbox's tier has warm sandboxes (slots run only where it does)."""
+        return self.box.tier is Tier.BUBBLEWRAP and not self.box.unavailable
+
+    def _new_sandbox(self) -> _Warm:
+        """Start one sandbox for a slot (raises _NoneStarted)."""
+        return _Warm(self.box, self.limits, self.start_timeout_s)
+
     def _slot(self) -> None:
         """Keep one sandbox of the pool ready, replace it when it dies, recycle it after use."""
         backoff = 0.05
@@ -267,7 +313,7 @@ class WarmPool:
                 if self._closed:
                     return
             try:
-                w = _Warm(self.box, self.limits, self.start_timeout_s)
+                w = self._new_sandbox()
             except _NoneStarted as e:
                 log.warning("warm sandbox could not be started: %s", e)
                 with self._cond:
@@ -350,14 +396,9 @@ class WarmPool:
         """Why this program cannot run warm ('' when it can)."""
         if not self.warm:
             return f"no warm sandboxes in the {self.box.tier} tier"
-        argv = list(program.argv)
-        if len(argv) < 2 or argv[0] != self.box.python:
-            return f"not run by {self.box.python}"
-        if argv[1] == "-c":
-            if len(argv) < 3:
-                return "python -c without code"
-        elif argv[1].startswith("-"):
-            return f"interpreter option {argv[1]}"
+        why = not_in_process(program.argv, self.box.python)
+        if why:
+            return why
         asked = dict(self.box.rlimits(limits, in_cgroup=self.box.pids_cgroup is not None))
         for res, (soft, hard) in self._pool_rlimits.items():
             if res not in asked or asked[res][0] > soft or asked[res][1] > hard:
