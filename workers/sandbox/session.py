@@ -210,6 +210,7 @@ def _call(ctl, wake, leftovers, request):
     if pid == 0:
         _child(argv, in_process, files, data, limits, out_w, err_w, go_w)
         return argv
+    forked = time.monotonic()
     for fd in (out_w, err_w, go_w):
         os.close(fd)
     try:
@@ -219,7 +220,7 @@ def _call(ctl, wake, leftovers, request):
     deadline = t0 + wall_s
     out, err, failed = bytearray(), bytearray(), bytearray()
     live = [out_r, err_r, go_r]
-    found, killed, started, ended = [], 0, None, None
+    found, killed, ended = [], 0, None
     while True:
         if not found:
             _reap(pid, found)
@@ -248,8 +249,6 @@ def _call(ctl, wake, leftovers, request):
                 if not chunk:
                     live.remove(fd)
                     os.close(fd)
-                    if fd == go_r:
-                        started = time.monotonic()
                 elif fd == go_r:
                     failed += chunk
                 else:
@@ -268,14 +267,12 @@ def _call(ctl, wake, leftovers, request):
     while len(leftovers) > _KEEP:
         os.close(leftovers.pop(0))
     status, usage = found[0]
-    if started is None:
-        started = ended
     if failed:
-        _send(ctl, 1, start=started - t0, note=failed.decode(errors="replace"))
+        _send(ctl, 1, start=forked - t0, note=failed.decode(errors="replace"))
         return None
     cpu = usage.ru_utime + usage.ru_stime
     code = os.waitstatus_to_exitcode(status)
-    _send(ctl, 0, killed, code, started - t0, ended - started, cpu, bytes(out), bytes(err))
+    _send(ctl, 0, killed, code, forked - t0, ended - forked, cpu, bytes(out), bytes(err))
     return None
 def _serve(ready):
     ctl_in, ctl_out = os.dup(0), os.dup(1)

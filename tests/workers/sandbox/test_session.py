@@ -101,6 +101,7 @@ def test_a_session_is_a_sandbox(session: Session) -> None:
     assert r.stdout.split() == ["payload", "arg", "/sandbox", "/sandbox"], r
     r = session.execute(Program(["/usr/bin/sh", "-c", "cat data/x.txt; exit 3"]))  # exec'd, not in-process
     assert (r.outcome, r.exit_code, r.stdout) == (Outcome.PROGRAM_ERROR, 3, "payload"), r
+    assert r.start_ms > 0 and r.exec_ms > 0 and r.cpu_s is not None, r
     r = session.execute(Program(["/nonexistent/interpreter"]))
     assert r.outcome is Outcome.START_FAILURE and "execvp" in r.reason, r
     assert session.execute(Program(["/bin/true"], {"../x": "no"})).outcome is Outcome.START_FAILURE
