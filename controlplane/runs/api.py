@@ -153,7 +153,8 @@ class RunEnvironmentView(APIView):
         run = accessible_run(request, run_id, write=True)
         data = EnvironmentSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        fields = dict(data.validated_data)
+        # Only what the job sent: a later report (the sandbox's, once the recipe starts it) keeps the rest.
+        fields = {k: v for k, v in data.validated_data.items() if k in request.data}
         services.attempt_report_environment(run=run, attempt_id=str(fields.pop("attempt")), **fields)
         return Response({"ok": True})
 

@@ -79,6 +79,10 @@ class Attempt(models.Model):
     packages = models.JSONField(default=dict, blank=True)
     python = models.CharField(max_length=32, blank=True, default="")
     hostname = models.CharField(max_length=255, blank=True, default="")
+    # The isolation model-written code ran in (a code task's rewards, an agent's tools), as the
+    # recipe reports it once its sandboxes start: {"tier": ..., "reason_for_fallback": ...,
+    # "not_enforced": [...], ...}; {} when the run runs no code. A fallback is recorded here.
+    sandbox = models.JSONField(default=dict, blank=True)
     # Set on attempts made by `POST /runs/{id}/resume`: the job loads this checkpoint first.
     resume_from = models.ForeignKey(
         "checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -86,6 +86,7 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
             "packages",
             "python",
             "hostname",
+            "sandbox",
             "resume_from",
         ]
 
@@ -225,6 +226,21 @@ class EnvironmentSerializer(InputSerializer):
     python = serializers.CharField(max_length=max_length(Attempt, "python"), allow_blank=True, default="")
     hostname = serializers.CharField(max_length=max_length(Attempt, "hostname"), allow_blank=True, default="")
     seeds = serializers.DictField(default=dict)
+    sandbox = serializers.DictField(
+        required=False,
+        help_text="The isolation the run's sandboxes give model-written code (tier, fallback reason, what is "
+        "not enforced), posted by the recipe once they start; a later post with only attempt and sandbox "
+        "leaves the rest as it was.",
+    )
+
+    def validate_sandbox(self, sandbox: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(sandbox)) > SANDBOX_RECORD_MAX:
+            raise serializers.ValidationError(f"at most {SANDBOX_RECORD_MAX} characters as JSON")
+        return sandbox
+
+
+# A sandbox's describe() is a few hundred characters; the record is not a log.
+SANDBOX_RECORD_MAX = 16_384
 
 
 class RecipeSerializer(serializers.Serializer[None]):

@@ -202,23 +202,33 @@ def attempt_report_environment(
     *,
     run: Run,
     attempt_id: str,
-    code_version: str,
-    packages: dict[str, str],
-    python: str,
-    hostname: str,
-    seeds: dict[str, Any],
+    code_version: str | None = None,
+    packages: dict[str, str] | None = None,
+    python: str | None = None,
+    hostname: str | None = None,
+    seeds: dict[str, Any] | None = None,
+    sandbox: dict[str, Any] | None = None,
 ) -> Attempt:
-    """Record what the job runs on (code version, packages, host, seeds), as the job reports it."""
+    """Record what the job runs on (code version, packages, host, seeds, the sandboxes' isolation),
+    as the job reports it; what a report leaves out (None) stays as it was."""
     attempt = Attempt.objects.select_for_update().filter(id=attempt_id, run=run).first()
     if attempt is None:
         raise ApiError(f"Run {run.id} has no attempt {attempt_id}.", fields={"attempt": ["not an attempt of this run"]})
-    attempt.code_version = code_version
-    attempt.packages = packages
-    attempt.python = python
-    attempt.hostname = hostname
+    given = {
+        "code_version": code_version,
+        "packages": packages,
+        "python": python,
+        "hostname": hostname,
+        "sandbox": sandbox,
+    }
+    changed = [name for name, value in given.items() if value is not None]
+    for name in changed:
+        setattr(attempt, name, given[name])
     if seeds:
         attempt.seeds = {**attempt.seeds, **seeds}
-    attempt.save(update_fields=["code_version", "packages", "python", "hostname", "seeds"])
+        changed.append("seeds")
+    if changed:
+        attempt.save(update_fields=changed)
     # The job calling in is the surest sign it runs; do not wait for the reconciler.
     transition(attempt.id, [RunStatus.DISPATCHING], RunStatus.RUNNING)
     return attempt

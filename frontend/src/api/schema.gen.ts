@@ -1246,6 +1246,7 @@ export interface components {
             packages: unknown;
             python: string;
             hostname: string;
+            sandbox: unknown;
             resume_from: number | null;
         };
         /**
@@ -1607,6 +1608,10 @@ export interface components {
             /** @default  */
             hostname: string;
             seeds?: {
+                [key: string]: unknown;
+            };
+            /** @description The isolation the run's sandboxes give model-written code (tier, fallback reason, what is not enforced), posted by the recipe once they start; a later post with only attempt and sandbox leaves the rest as it was. */
+            sandbox?: {
                 [key: string]: unknown;
             };
         };

@@ -353,6 +353,28 @@ def test_the_job_reports_its_environment_and_the_run_counts_as_running(run: Run,
     assert wrong.status_code == 400 and "attempt" in wrong.json()["fields"]
 
 
+def test_the_recipe_adds_its_sandboxes_isolation_to_the_environment_record(
+    run: Run, run_client: APIClient, owner: Persona
+):
+    """Posted once the sandboxes start, after the entrypoint's report: it adds the sandbox and
+    leaves the rest as the first report set it. A fallback and its reason are on the record."""
+    attempt = run.attempts.get()
+    url = f"/api/v1/runs/{run.id}/environment"
+    first = {"attempt": str(attempt.id), "code_version": "abc123", "packages": {"torch": "2.13.0"}, "seeds": {"a": 1}}
+    assert run_client.post(url, first, format="json").status_code == 200
+    sandbox = {"tier": "rlimits", "reason_for_fallback": "bubblewrap: no user namespaces", "not_enforced": ["network"]}
+    assert run_client.post(url, {"attempt": str(attempt.id), "sandbox": sandbox}, format="json").status_code == 200
+    attempt.refresh_from_db()
+    assert (attempt.code_version, attempt.packages, attempt.seeds["a"]) == ("abc123", {"torch": "2.13.0"}, 1)
+    assert attempt.sandbox == sandbox
+    [shown] = owner.client.get(f"/api/v1/runs/{run.id}").json()["attempts"]
+    assert shown["sandbox"] == sandbox and shown["code_version"] == "abc123"
+    bad = run_client.post(url, {"attempt": str(attempt.id), "sandbox": ["bubblewrap"]}, format="json")
+    assert bad.status_code == 400 and "sandbox" in bad.json()["fields"]
+    huge = run_client.post(url, {"attempt": str(attempt.id), "sandbox": {"log": "x" * 20_000}}, format="json")
+    assert huge.status_code == 400 and "16384 characters" in huge.json()["fields"]["sandbox"][0]
+
+
 def test_recipes_publish_their_config_schema_with_defaults(owner: Persona):
     [smoke] = [r for r in owner.client.get("/api/v1/recipes").json() if r["name"] == "smoke"]
     assert smoke["config_schema"]["properties"]["steps"]["default"] == 20

@@ -138,9 +138,8 @@ class GRPORun:
 
     def record_sandbox(self) -> None:
         """The isolation the sandboxes use (the agent tools', else the rewards'): logged (loudly when weaker than
-        bubblewrap) and reported as ``sandbox/isolation_tier`` and ``sandbox/fallback``. The
-        run's environment record (entrypoint) is posted before the recipe starts and has no
-        field for it."""
+        bubblewrap), reported as ``sandbox/isolation_tier`` and ``sandbox/fallback``, and added to
+        the attempt's environment record (``POST /runs/{id}/environment`` with ``sandbox``)."""
         if not self.config.uses_sandbox:
             return
         owner = self.actors.rollout[0] if self.config.tools_run_code else self.actors.reward[0]
@@ -155,6 +154,18 @@ class GRPORun:
             )
         self.log.info("sandbox: %s", described)
         self.ctx.reporter.log(figures, self.step)
+        if self.ctx.attempt is not None:
+            # The attempt's environment record: the tier, and a fallback's reason, beside its
+            # code version and packages, where a person reproducing the run looks.
+            try:
+                self.ctx.api.request_json(
+                    "POST",
+                    f"runs/{self.ctx.run_id}/environment",
+                    {"attempt": self.ctx.attempt, "sandbox": described},
+                    deadline_s=30.0,
+                )
+            except Exception as exc:  # noqa: BLE001 - the record is for later; the run goes on
+                self.log.warning("could not record the sandbox in the environment: %s", exc)
 
     def resume(self, resume: ResumePoint) -> str | None:
         """Load the checkpoint into the trainer and restore step, data order and launch count."""

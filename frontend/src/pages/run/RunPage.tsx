@@ -10,7 +10,7 @@ import { StatusBadge } from "../../components/StatusBadge";
 import { useNow } from "../../components/useNow";
 import { formatDateTime, formatDuration, plural, runDurationMs } from "../../format";
 import { ArtifactsPanel } from "./ArtifactsPanel";
-import { shortCode, waitingParts } from "./attempts";
+import { sandboxRecord, shortCode, waitingParts } from "./attempts";
 import {
   DEFAULT_VIEW,
   distributionsOf,
@@ -402,6 +402,18 @@ function FocusNotice({ step, params }: { step: number; params: URLSearchParams }
   );
 }
 
+/** The isolation model-written code ran in, from the attempt's environment record; a fallback stands out with its reason. */
+function SandboxCell({ sandbox }: { sandbox: unknown }) {
+  const record = sandboxRecord(sandbox);
+  if (!record) return <td className="muted">–</td>;
+  return (
+    <td className={record.fallback ? "wrap sandbox-fallback" : "wrap"} title={record.detail || undefined}>
+      {record.tier}
+      {record.fallback ? " (fallback)" : ""}
+    </td>
+  );
+}
+
 function Attempts({ runId, attempts }: { runId: number; attempts: Attempt[] }) {
   const checkpoints = useCheckpoints(runId);
   if (attempts.length === 0) return null;
@@ -424,6 +436,7 @@ function Attempts({ runId, attempts }: { runId: number; attempts: Attempt[] }) {
               <th>code</th>
               <th>python</th>
               <th>host</th>
+              <th>sandbox</th>
               <th>resumed from</th>
               <th>failure</th>
             </tr>
@@ -443,6 +456,7 @@ function Attempts({ runId, attempts }: { runId: number; attempts: Attempt[] }) {
                 </td>
                 <td className="num">{a.python || "–"}</td>
                 <td className="host-cell">{a.hostname || "–"}</td>
+                <SandboxCell sandbox={a.sandbox} />
                 <td className="num">{resumedFrom(a.resume_from)}</td>
                 <td className="wrap failure-cell">{a.failure_reason || ""}</td>
               </tr>

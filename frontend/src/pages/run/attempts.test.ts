@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { shortCode, waitingParts } from "./attempts";
+import { sandboxRecord, shortCode, waitingParts } from "./attempts";
 
 describe("shortCode", () => {
   it("shortens a commit hash and keeps anything else", () => {
@@ -19,5 +19,30 @@ describe("waitingParts", () => {
       detail: "2 tasks need {CPU: 1}; 0.5 of 2 CPU free",
     });
     expect(waitingParts("waiting for something else")).toEqual({ title: "Waiting for something else", detail: "" });
+  });
+});
+
+describe("sandboxRecord", () => {
+  it("reads the tier, and makes a fallback stand out with why", () => {
+    expect(sandboxRecord({ tier: "bubblewrap", reason_for_fallback: "", unavailable: "", not_enforced: [] })).toEqual({
+      tier: "bubblewrap",
+      fallback: false,
+      detail: "",
+    });
+    expect(
+      sandboxRecord({ tier: "rlimits", reason_for_fallback: "bwrap: no user namespaces", not_enforced: ["network", "filesystem"] }),
+    ).toEqual({ tier: "rlimits", fallback: true, detail: "bwrap: no user namespaces; not enforced: network, filesystem" });
+    expect(sandboxRecord({ tier: "bubblewrap", unavailable: "bwrap not found" })).toEqual({
+      tier: "none",
+      fallback: true,
+      detail: "bwrap not found",
+    });
+  });
+
+  it("is null for a run that runs no code, or a record of another shape", () => {
+    expect(sandboxRecord({})).toBeNull();
+    expect(sandboxRecord(null)).toBeNull();
+    expect(sandboxRecord(["bubblewrap"])).toBeNull();
+    expect(sandboxRecord({ tier: 2 })).toBeNull();
   });
 });
