@@ -2,9 +2,16 @@
 config (``controlplane.devstack.demo_run``), run over several seeds on a local Ray, side by side
 with the same RL from the random initialisation (the baseline that stalls).
 
+The agent arms: three-digit multiplication, which the tiny model cannot do in its head, with the
+calc tool (multi-turn episodes, the calls run in a warm sandbox pool) after a short warm start
+that teaches the call format, beside the same run with no tool (its warm start answers directly).
+RL is seen to raise reward by using the tool when the first arm's accuracy climbs over its warm
+start while the second stays near zero.
+
     python -m benchmarks.learning                          # demo config, seeds 1 2 3, baseline seed 1
     python -m benchmarks.learning --seeds 1 2 3 4 5 --baseline-seeds
     python -m benchmarks.learning --steps 200              # the demo's config, shorter
+    python -m benchmarks.learning --seeds --baseline-seeds --agent-seeds 1 2 3   # the agent arms only
 
 It runs the recipe's driver without the control plane (this measures the workload) and prints,
 per arm and seed, greedy accuracy on the RL prompts (never seen by the warm start) and on the
@@ -68,6 +75,32 @@ def demo_config(seed: int, checkpoint_dir: str, *, steps: int | None = None, war
     if not warm_start:
         raw["warm_start"] = {**raw.get("warm_start", {}), "steps": 0}
     return GRPOConfig.model_validate(raw)
+
+
+def agent_config(seed: int, checkpoint_dir: str, *, steps: int | None = None, tools: bool = True) -> GRPOConfig:
+    """The agent arm: 3-digit products with the calc tool (or, ``tools=False``, without), after a
+    warm start too short to make the format perfect, so RL has something to raise."""
+    return GRPOConfig.model_validate(
+        {
+            "steps": steps or 80,
+            "seed": seed,
+            "task": {"digits": 3, "ops": ["*"], "train_size": 64, "held_out_size": 64, "warm_start_size": 512},
+            "agent": {"tools": ["calc"] if tools else [], "max_turns": 2},
+            "rollout": {"max_new_tokens": 16, "num_cpus": 0.3},
+            "reward": {"num_cpus": 0.1},
+            "warm_start": {"steps": AGENT_WARM_START_STEPS},
+            "eval": {"every": 10},
+            "algorithm": {"prompts_per_step": 8, "group_size": 8},
+            "sandbox": {"kind": "warm", "workers": 1, "num_cpus": 0.1, "slots_per_worker": 4},
+            "samples_per_step": 0,
+            "checkpoint": {"dir": checkpoint_dir},
+            "trainer_num_cpus": 0.4,
+            "reference_num_cpus": 0.2,
+        }
+    )
+
+
+AGENT_WARM_START_STEPS = 40
 
 
 @dataclass(frozen=True)
@@ -151,6 +184,17 @@ def report(result: Result, steps: int) -> None:
     for name in ("rl_prompts", "held_out"):
         curve = points[f"eval/{name}/correct"]
         print(f"   {name:<14} " + " ".join(f"{curve[s]:5.2f}" for s in sorted(curve)))
+    if points.get("agent/calling_frac"):
+        calling, errors = points["agent/calling_frac"], points["agent/tool_errors"]
+        steps_seen = sorted(calling)
+        head, tail = steps_seen[: min(10, len(steps_seen))], steps_seen[-min(10, len(steps_seen)) :]
+        print(
+            f"   episodes calling the tool: first 10 steps {statistics.fmean(calling[s] for s in head):.2f}, "
+            f"last 10 {statistics.fmean(calling[s] for s in tail):.2f}; tool errors per step: first 10 "
+            f"{statistics.fmean(errors[s] for s in head):.1f}, "
+            f"last 10 {statistics.fmean(errors[s] for s in tail):.1f}; "
+            f"call latency p50 (median over steps) {median(points['agent/tool_ms_p50']):.1f} ms"
+        )
     reward = points["reward/mean"]
     window = min(20, len(reward))
     first_r = statistics.fmean(reward[s] for s in sorted(reward)[:window])
@@ -164,6 +208,7 @@ def report(result: Result, steps: int) -> None:
         "time/step_s",
         "time/rollout_s",
         "time/reward_s",
+        "time/sandbox_s",
         "time/old_logprob_s",
         "time/ref_logprob_s",
         "time/train_s",
@@ -195,13 +240,34 @@ def summary(results: list[Result]) -> None:
 
 
 ARMS = ("demo config (warm start + GRPO)", "GRPO from random init")
+AGENT_ARMS = ("agent: 3-digit products with the calc tool", "agent baseline: 3-digit products, no tool")
+
+
+def agent_summary(results: list[Result]) -> None:
+    """Per agent arm, over seeds: RL-prompt accuracy after the warm start and at the end."""
+    for arm in AGENT_ARMS:
+        runs = [r for r in results if r.arm == arm]
+        if not runs:
+            continue
+        print(f"\n{arm}:")
+        for r in runs:
+            curve = r.points[PROMISED_KEY]
+            first, last = min(curve), max(curve)
+            print(
+                f"   seed {r.seed}: rl_prompts {r.accuracy('rl_prompts', first)} after the warm start, "
+                f"{r.accuracy('rl_prompts', last)} at step {last}; held_out {r.accuracy('held_out', last)}"
+            )
+        gains = [r.points[PROMISED_KEY][max(r.points[PROMISED_KEY])] - r.points[PROMISED_KEY][0] for r in runs]
+        print(f"   gain over the warm start: median {statistics.median(gains):+.3f} (min {min(gains):+.3f})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=None, help="RL steps (default: the demo's)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--seeds", type=int, nargs="*", default=[1, 2, 3])
     parser.add_argument("--baseline-seeds", type=int, nargs="*", default=[1], help="seeds of the no-warm-start arm")
+    parser.add_argument("--agent-seeds", type=int, nargs="*", default=[], help="seeds of the two agent arms")
+    parser.add_argument("--agent-steps", type=int, default=None, help="RL steps of the agent arms (default 80)")
     parser.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local one)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -209,23 +275,40 @@ def main() -> None:
 
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = demo_config(args.seeds[0], tmp, steps=args.steps)
+        cfg = demo_config((args.seeds or [1])[0], tmp, steps=args.steps)
         for arm, warm, seeds in ((ARMS[0], True, args.seeds), (ARMS[1], False, args.baseline_seeds)):
             for seed in seeds:
                 run_cfg = demo_config(seed, str(Path(tmp) / f"{warm}-{seed}"), steps=args.steps, warm_start=warm)
                 results.append(run_one(arm, run_cfg))
                 print(f"finished {arm} seed {seed} in {results[-1].wall_s:.0f} s", flush=True)
+        for arm, tools in zip(AGENT_ARMS, (True, False), strict=True):
+            for seed in args.agent_seeds:
+                run_cfg = agent_config(
+                    seed, str(Path(tmp) / f"agent-{tools}-{seed}"), steps=args.agent_steps, tools=tools
+                )
+                results.append(run_one(arm, run_cfg))
+                print(f"finished {arm} seed {seed} in {results[-1].wall_s:.0f} s", flush=True)
 
     task = cfg.task
-    print(
-        f"\nGRPO on the demo's config: {task.digits}-digit {'/'.join(task.ops)}, {cfg.steps} RL steps, "
-        f"{cfg.algorithm.prompts_per_step} prompts x {cfg.algorithm.group_size} samples per step, "
-        f"warm start {cfg.warm_start.steps} steps on {task.warm_start_size} problems; "
-        f"{task.train_size} RL / {task.held_out_size} held-out problems; tiny Llama on CPU"
-    )
+    if args.agent_seeds:
+        agent = agent_config(args.agent_seeds[0], ".", steps=args.agent_steps)
+        print(
+            f"\nAgent arms: {agent.task.digits}-digit {'/'.join(agent.task.ops)}, {agent.steps} RL steps, "
+            f"{agent.algorithm.prompts_per_step} prompts x {agent.algorithm.group_size} episodes of at most "
+            f"{agent.agent.max_turns} turns, warm start {agent.warm_start.steps} steps on {agent.task.warm_start_size} "
+            f"demonstrations; calc runs in a warm sandbox pool"
+        )
+    if args.seeds or args.baseline_seeds:
+        print(
+            f"\nGRPO on the demo's config: {task.digits}-digit {'/'.join(task.ops)}, {cfg.steps} RL steps, "
+            f"{cfg.algorithm.prompts_per_step} prompts x {cfg.algorithm.group_size} samples per step, "
+            f"warm start {cfg.warm_start.steps} steps on {task.warm_start_size} problems; "
+            f"{task.train_size} RL / {task.held_out_size} held-out problems; tiny Llama on CPU"
+        )
     for result in results:
-        report(result, cfg.steps)
+        report(result, cfg.steps if result.arm in ARMS else (args.agent_steps or 80))
     summary(results)
+    agent_summary(results)
 
 
 if __name__ == "__main__":

@@ -41,3 +41,18 @@ def test_the_benchmark_runs_the_demos_own_config_with_its_seed(tmp_path: Path):
     assert config.task.model_dump() == {**config.task.model_dump(), **demo["task"]}
     assert config.rollout.num_cpus == demo["rollout"]["num_cpus"]
     assert demo_config(seed=3, checkpoint_dir=str(tmp_path), warm_start=False).warm_start.steps == 0
+
+
+def test_the_agent_arms_differ_only_by_the_tool_and_fit_two_cpus(tmp_path: Path):
+    from benchmarks.learning import agent_config
+    from workers.recipes.grpo.resources import plan_resources
+
+    tool = agent_config(seed=2, checkpoint_dir=str(tmp_path))
+    bare = agent_config(seed=2, checkpoint_dir=str(tmp_path), tools=False)
+    assert tool.agent.tools == ["calc"] and bare.agent.tools == [] and tool.sandbox.kind == "warm"
+    assert tool.model_dump(exclude={"agent"}) == bare.model_dump(exclude={"agent"})
+    # 3-digit products: more than a tiny model computes in its head, one call for the tool.
+    assert tool.task.digits == 3 and tool.task.ops == ["*"] and tool.seed == 2
+    cluster = {"CPU": 2.0}
+    assert plan_resources(tool, cluster).needs(tool)["CPU"] <= 2.0
+    assert plan_resources(bare, cluster).needs(bare)["CPU"] < plan_resources(tool, cluster).needs(tool)["CPU"]
