@@ -11,16 +11,21 @@ Every call has a ``kind``: ``ok``, one of the sandbox's outcomes for a program t
 and separator) or ``unknown_tool``. Those are the model's doing and its reply says so, so the
 policy learns from them. A sandbox fault (``start_failure``, ``crash``) is not: the episode
 cannot go on, and it is masked from the loss as a reward's sandbox fault is.
+
+A tool is ``stateful`` when its calls share state across one episode (``python``: files written
+by one call are read by the next). It runs in the episode's own session (a sandbox held across
+the episode's calls, :mod:`workers.sandbox.session` or :meth:`SandboxPool.open_session`); the
+others run in the shared pool.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from workers.sandbox.base import SANDBOX_FAULTS, Limits, Program, Sandbox
+from workers.sandbox.base import SANDBOX_FAULTS, Limits, Outcome, Program, Sandbox
 
 OK = "ok"
 FORMAT = "format"
@@ -68,6 +73,8 @@ class Tool(Protocol):
     name: str
     # True for tools that run programs: the rollout worker must be given a sandbox.
     needs_sandbox: bool
+    # True for tools whose calls share state across an episode: they run in its session.
+    stateful: bool
 
     def __call__(self, argument: str, sandbox: Sandbox | None) -> ToolResult: ...
 
@@ -85,7 +92,34 @@ CALC_LIMITS = Limits(wall_s=2.0, cpu_s=2.0, max_output_bytes=4096)
 
 
 @dataclass(frozen=True)
-class Calculator:
+class _ProgramTool:
+    """A tool that runs a Python program of ours (``source``) in a sandbox, the call's argument
+    on its stdin; its reply is what the program printed, cut at ``max_reply_chars``, or ``error``
+    (and the outcome as the call's kind) when it fails."""
+
+    limits: Limits
+    max_reply_chars: int
+
+    name = ""
+    source = ""
+    needs_sandbox = True
+    stateful = False
+
+    def __call__(self, argument: str, sandbox: Sandbox | None) -> ToolResult:
+        from workers.sandbox.local import PYTHON
+
+        if sandbox is None:
+            raise RuntimeError(f"the {self.name} tool runs the model's code and needs a sandbox")
+        started = time.perf_counter()
+        result = sandbox.execute(Program([PYTHON, "-c", self.source], stdin=argument.strip()), limits=self.limits)
+        ms = (time.perf_counter() - started) * 1000.0
+        if result.ok:
+            return ToolResult(result.stdout.strip()[: self.max_reply_chars], OK, ms)
+        return ToolResult("error", str(result.outcome), ms, result.reason or result.stderr.strip()[-200:])
+
+
+@dataclass(frozen=True)
+class Calculator(_ProgramTool):
     """``calc:<expression>`` → the expression's value; ``error`` (and the kind) when it fails."""
 
     limits: Limits = CALC_LIMITS
@@ -93,22 +127,44 @@ class Calculator:
     max_reply_chars: int = 32
 
     name = "calc"
-    needs_sandbox = True
-
-    def __call__(self, argument: str, sandbox: Sandbox | None) -> ToolResult:
-        from workers.sandbox.local import PYTHON
-
-        if sandbox is None:
-            raise RuntimeError("the calc tool runs the model's expression and needs a sandbox")
-        started = time.perf_counter()
-        result = sandbox.execute(Program([PYTHON, "-c", CALC_SOURCE], stdin=argument.strip()), limits=self.limits)
-        ms = (time.perf_counter() - started) * 1000.0
-        if result.ok:
-            return ToolResult(result.stdout.strip()[: self.max_reply_chars], OK, ms)
-        return ToolResult("error", str(result.outcome), ms, result.reason or result.stderr.strip()[-200:])
+    source = CALC_SOURCE
 
 
-TOOLS: Mapping[str, type[Calculator]] = {"calc": Calculator}
+# The Python tool: the argument is one line of Python. An expression's value is printed as a REPL
+# prints it (its repr, nothing for None); a statement is run. Each call is a fresh interpreter in
+# the episode's session, so variables do not carry over, but files (and background processes) do.
+PYTHON_SOURCE = (
+    "import sys\n"
+    "source = sys.stdin.read()\n"
+    "try:\n"
+    "    code = compile(source, 'python', 'eval')\n"
+    "except SyntaxError:\n"
+    "    exec(compile(source, 'python', 'exec'), {'__name__': '__main__'})\n"
+    "else:\n"
+    "    value = eval(code, {'__name__': '__main__'})\n"
+    "    if value is not None:\n"
+    "        print(repr(value))\n"
+)
+
+
+PYTHON_LIMITS = Limits(wall_s=5.0, cpu_s=5.0, max_output_bytes=4096)
+
+
+@dataclass(frozen=True)
+class PythonTool(_ProgramTool):
+    """``python:<one line of Python>`` in the episode's session → what it printed (an
+    expression's repr); ``error`` (and the kind) when it fails. Files persist between the
+    episode's calls: ``python:open('n','w').write('3')`` then ``python:open('n').read()``."""
+
+    limits: Limits = PYTHON_LIMITS
+    max_reply_chars: int = 64
+
+    name = "python"
+    source = PYTHON_SOURCE
+    stateful = True
+
+
+TOOLS: Mapping[str, Callable[[], Tool]] = {"calc": Calculator, "python": PythonTool}
 
 
 def build_tools(names: Sequence[str]) -> dict[str, Tool]:
@@ -118,12 +174,37 @@ def build_tools(names: Sequence[str]) -> dict[str, Tool]:
     return {name: TOOLS[name]() for name in names}
 
 
-def call(tools: Mapping[str, Tool], parsed: tuple[str, str], sandbox: Sandbox | None) -> ToolResult:
-    """Run one parsed call; a format error or an unknown tool answers without running anything."""
+def call(
+    tools: Mapping[str, Tool],
+    parsed: tuple[str, str],
+    sandbox: Sandbox | None,
+    session: Callable[[], Sandbox] | None = None,
+) -> ToolResult:
+    """Run one parsed call; a format error or an unknown tool answers without running anything.
+
+    A stateful tool runs in ``session()``, the episode's session (opened at its first such call);
+    a session that cannot be had is a ``start_failure`` (a sandbox fault: the episode is masked)."""
     name, argument = parsed
     if not name:
         return ToolResult("no tool named", FORMAT, 0.0, f"a call is <tool>:<argument>, got {argument[:40]!r}")
     tool = tools.get(name)
     if tool is None:
         return ToolResult("unknown tool", UNKNOWN_TOOL, 0.0, f"no tool {name[:40]!r}; tools: {', '.join(tools)}")
-    return tool(argument, sandbox)
+    if not tool.stateful:
+        return tool(argument, sandbox)
+    if session is None:
+        raise RuntimeError(f"the {name} tool keeps state across an episode's calls and needs a session")
+    started = time.perf_counter()
+
+    def no_session(e: Exception) -> ToolResult:
+        ms = (time.perf_counter() - started) * 1000.0
+        return ToolResult("", str(Outcome.START_FAILURE), ms, f"the episode's session: {type(e).__name__}: {e}")
+
+    try:
+        box = session()
+    except Exception as e:  # noqa: BLE001 — none free, none could start: the sandbox's doing, not the model's
+        return no_session(e)
+    try:
+        return tool(argument, box)
+    except RuntimeError as e:  # a local session's lease expired (LeaseExpired) or it was released
+        return no_session(e)

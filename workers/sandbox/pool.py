@@ -14,6 +14,11 @@
   crash, a worker actor that died or hung) once on another worker, never the program's own
   outcomes; replaces a worker actor that died; and counts what the ``sandbox/*`` metrics need
   (:meth:`SandboxPool.take_stats`).
+- Sessions (:meth:`SandboxPool.open_session`): a worker also holds, made at its first session, a
+  :class:`~workers.sandbox.session.SessionPool` of ``sessions_per_worker`` sandboxes; a
+  :class:`PoolSession` is pinned to one worker and one of its sessions, so an episode's calls share
+  files and processes. A session call is never retried elsewhere (its state would be gone): a
+  worker that died under it is a ``crash`` for that call and every later one.
 """
 
 from __future__ import annotations
@@ -63,11 +68,29 @@ def fault(outcome: Outcome, reason: str, *, isolation: str = "") -> ExecResult:
 
 
 class SandboxWorker:
-    """One Ray actor's executor. Started with ``max_concurrency`` = the pool's slots per worker,
-    so its executions run in threads of their own (LocalSandbox is thread-safe)."""
+    """One Ray actor's executor. Started with ``max_concurrency`` = the pool's slots per worker
+    plus its sessions, so its executions and session calls run in threads of their own
+    (LocalSandbox is thread-safe).
 
-    def __init__(self, *, kind: Kind = "cold", limits: Limits | None = None, options: Mapping[str, Any] | None = None):
+    ``sessions`` sandboxes of a :class:`~workers.sandbox.session.SessionPool` are kept for
+    sessions, made at the first :meth:`open_session` with the executor's sandbox (its tier and
+    options) and ``limits``; ``acquire_timeout_s`` is how long an open waits for one."""
+
+    def __init__(
+        self,
+        *,
+        kind: Kind = "cold",
+        limits: Limits | None = None,
+        options: Mapping[str, Any] | None = None,
+        sessions: int = 2,
+        acquire_timeout_s: float = 5.0,
+    ):
         self.executor = make_executor(kind, limits, options or {})
+        self.limits = limits
+        self.sessions_size, self.acquire_timeout_s = sessions, acquire_timeout_s
+        self._sessions: Any = None  # the SessionPool, once a session is asked for
+        self._open: dict[str, Any] = {}  # session id -> Session
+        self._lock = threading.Lock()
 
     def execute(self, program: Program, limits: Limits | None = None) -> ExecResult:
         try:
@@ -83,15 +106,67 @@ class SandboxWorker:
 
     def stats(self) -> dict[str, Any]:
         stats = getattr(self.executor, "stats", None)
-        return dict(stats()) if stats is not None else {}
+        out = dict(stats()) if stats is not None else {}
+        if self._sessions is not None:
+            out["sessions"] = self._sessions.stats()
+        return out
 
     def ping(self) -> bool:
         return True
+
+    # ------------------------------------------------------------------ sessions
+    def open_session(self, lease_s: float | None = None) -> str | ExecResult:
+        """A leased session's id, or a ``start_failure`` saying why none could be had (sessions
+        unavailable in this tier, none free within ``acquire_timeout_s``, none could start)."""
+        from workers.sandbox.local import LocalSandbox
+        from workers.sandbox.session import SessionPool
+
+        try:
+            with self._lock:
+                if self._sessions is None:
+                    box = getattr(self.executor, "box", self.executor)  # a WarmPool's LocalSandbox
+                    self._sessions = SessionPool(
+                        self.limits,
+                        size=self.sessions_size,
+                        sandbox=box if isinstance(box, LocalSandbox) else None,
+                        acquire_timeout_s=self.acquire_timeout_s,
+                    )
+            session = self._sessions.acquire(lease_s)
+        except Exception as e:  # noqa: BLE001 — no session: the sandbox's fault, no program ran
+            return fault(Outcome.START_FAILURE, f"no session: {type(e).__name__}: {e}")
+        with self._lock:
+            self._open[session.id] = session
+        return str(session.id)
+
+    def session_execute(self, session_id: str, program: Program, limits: Limits | None = None) -> ExecResult:
+        """One call on an open session; a lease that expired is a ``start_failure`` naming it."""
+        from workers.sandbox.session import LeaseExpired
+
+        with self._lock:
+            session = self._open.get(session_id)
+        if session is None:
+            return fault(Outcome.START_FAILURE, f"no open session {session_id!r} on this sandbox worker")
+        try:
+            result: ExecResult = session.execute(program, limits=limits)
+        except LeaseExpired as e:
+            return fault(Outcome.START_FAILURE, f"the session's lease expired: {e}")
+        except Exception as e:  # noqa: BLE001 — as execute: the session's own failure is the sandbox's
+            return fault(Outcome.CRASH, f"the session raised {type(e).__name__}: {e}")
+        return result
+
+    def close_session(self, session_id: str) -> None:
+        """Release a session: its sandbox is torn down before this returns (idempotent)."""
+        with self._lock:
+            session = self._open.pop(session_id, None)
+        if session is not None:
+            session.release()
 
     def close(self) -> None:
         close = getattr(self.executor, "close", None)
         if close is not None:
             close()
+        if self._sessions is not None:
+            self._sessions.close()
 
 
 @dataclass
@@ -122,6 +197,18 @@ class _Slot:
     handle: Any
     index: int
     in_flight: int = 0
+    # Sessions open on this worker (its actor's): reset when the actor is replaced.
+    sessions: int = 0
+
+
+def within(limits: Limits, ceiling: Limits) -> Limits:
+    """``limits`` with every rlimit lowered to ``ceiling``'s (a session's calls may not raise them)."""
+    lowered: dict[str, Any] = {}
+    for name in ("cpu_s", "memory_bytes", "max_processes", "max_file_bytes", "open_files"):
+        mine, top = getattr(limits, name), getattr(ceiling, name)
+        if top is not None and (mine is None or mine > top):
+            lowered[name] = top
+    return replace(limits, **lowered) if lowered else limits
 
 
 class SandboxPool:
@@ -129,7 +216,8 @@ class SandboxPool:
 
     ``options`` are the executor's keyword arguments (LocalSandbox's or WarmPool's), or a list
     with one mapping per worker (tests make one worker's sandbox fail). ``slots_per_worker``
-    bounds the executions in flight on each worker."""
+    bounds the executions in flight on each worker; ``sessions_per_worker`` (default: as many)
+    the sessions each worker holds open at once (:meth:`open_session`)."""
 
     def __init__(
         self,
@@ -141,6 +229,7 @@ class SandboxPool:
         slots_per_worker: int = 2,
         acquire_timeout_s: float = 300.0,
         options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        sessions_per_worker: int | None = None,
     ) -> None:
         if workers < 1 or slots_per_worker < 1:
             raise ValueError("a sandbox pool needs at least one worker with at least one slot")
@@ -148,6 +237,9 @@ class SandboxPool:
         self.limits = limits or Limits()
         self.num_cpus = num_cpus
         self.slots_per_worker = slots_per_worker
+        self.sessions_per_worker = slots_per_worker if sessions_per_worker is None else sessions_per_worker
+        if self.sessions_per_worker < 1:
+            raise ValueError(f"sessions_per_worker must be at least 1, not {sessions_per_worker!r}")
         self.acquire_timeout_s = acquire_timeout_s
         per_worker = options if isinstance(options, Sequence) else [options or {}] * workers
         if len(per_worker) != workers:
@@ -167,8 +259,15 @@ class SandboxPool:
         import ray
 
         cls: Any = ray.remote(SandboxWorker)
-        return cls.options(num_cpus=self.num_cpus, max_concurrency=self.slots_per_worker, max_restarts=0).remote(
-            kind=self.kind, limits=self.limits, options=self._options[index]
+        # A thread for every execution slot and every session (each has at most one call, open or
+        # close in flight), so a session's calls never queue behind executions or other sessions.
+        concurrency = self.slots_per_worker + self.sessions_per_worker
+        return cls.options(num_cpus=self.num_cpus, max_concurrency=concurrency, max_restarts=0).remote(
+            kind=self.kind,
+            limits=self.limits,
+            options=self._options[index],
+            sessions=self.sessions_per_worker,
+            acquire_timeout_s=min(self.acquire_timeout_s, 30.0),
         )
 
     def _replace(self, slot: _Slot, failed: Any, why: str) -> None:
@@ -184,6 +283,7 @@ class SandboxPool:
             except Exception:  # noqa: BLE001, S110 — it may be gone already
                 pass
             slot.handle = self._start(slot.index)
+            slot.sessions = 0  # they were the dead actor's
             self._stats.replaced += 1
 
     @property
@@ -210,10 +310,7 @@ class SandboxPool:
                 if preferred:
                     slot = min(preferred, key=lambda s: (s.in_flight, s.index))
                     slot.in_flight += 1
-                    self._in_flight += 1
-                    if self._in_flight == 1:
-                        self._busy_since = time.monotonic()
-                    self._stats.busy = max(self._stats.busy, self._in_flight)
+                    self._begin()
                     return slot
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -223,10 +320,20 @@ class SandboxPool:
     def _release(self, slot: _Slot) -> None:
         with self._cond:
             slot.in_flight -= 1
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._stats.busy_s += time.monotonic() - self._busy_since
-            self._cond.notify()
+            self._end()
+            self._cond.notify_all()
+
+    def _begin(self) -> None:
+        """One more execution or session call in flight (``busy``, ``busy_s``); lock held."""
+        self._in_flight += 1
+        if self._in_flight == 1:
+            self._busy_since = time.monotonic()
+        self._stats.busy = max(self._stats.busy, self._in_flight)
+
+    def _end(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._stats.busy_s += time.monotonic() - self._busy_since
 
     # ------------------------------------------------------------------ executing
     def _once(self, program: Program, limits: Limits, avoid: int | None) -> tuple[ExecResult, int | None]:
@@ -273,12 +380,10 @@ class SandboxPool:
         self, code: str, *, stdin: str = "", timeout_s: float | None = None, limits: Limits | None = None
     ) -> ExecResult:
         """Python source as ``main.py``, as :meth:`LocalSandbox.run` (the ``Sandbox`` protocol)."""
-        limits = limits or self.limits
-        if timeout_s is not None:
-            limits = replace(limits, wall_s=timeout_s)
-        from workers.sandbox.local import PYTHON
+        from workers.sandbox.local import PYTHON, python_source
 
-        return self.execute(Program([PYTHON, "main.py"], {"main.py": code}, stdin), limits=limits)
+        program, limits = python_source(PYTHON, code, stdin, timeout_s, limits or self.limits)
+        return self.execute(program, limits=limits)
 
     def _count(self, result: ExecResult, *, retried: bool = False) -> None:
         with self._cond:
@@ -292,6 +397,105 @@ class SandboxPool:
             stats.start_ms.append(result.start_ms)
             stats.exec_ms.append(result.exec_ms)
             stats.timeouts += int(result.outcome is Outcome.TIMEOUT)
+
+    # ------------------------------------------------------------------ sessions
+    def open_session(self, lease_s: float | None = None) -> PoolSession:
+        """A session on the worker holding the fewest (then with the fewest in flight), leased for
+        ``lease_s`` (the worker's SessionPool default, 600 s, when None).
+
+        Never raises for the sandbox's faults: with no session free on any worker within
+        ``acquire_timeout_s`` (back-pressure), or none that could start, the handle comes back
+        failed and every call on it is a ``start_failure`` saying why (as an execution that finds
+        no slot free), so an episode's calls are masked, never scored. A worker that died while
+        opening is replaced and the open tried once more (no state was lost)."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError, RayError
+
+        why = ""
+        for _ in range(2):
+            slot = self._claim_session()
+            if slot is None:
+                why = f"no session free within {self.acquire_timeout_s:g}s"
+                break
+            handle = slot.handle
+            try:
+                answer: str | ExecResult = ray.get(
+                    handle.open_session.remote(lease_s), timeout=self.acquire_timeout_s + ANSWER_MARGIN_S
+                )
+            except (RayActorError, GetTimeoutError) as e:
+                self._unclaim_session(slot, handle)
+                self._replace(slot, handle, "died" if isinstance(e, RayActorError) else "did not open a session")
+                why = f"sandbox worker {slot.index} failed to open a session: {type(e).__name__}"
+                continue
+            except RayError as e:
+                self._unclaim_session(slot, handle)
+                why = f"sandbox worker {slot.index} failed to open a session: {type(e).__name__}: {e}"
+                break
+            if isinstance(answer, ExecResult):
+                self._unclaim_session(slot, handle)
+                return PoolSession(self, slot, handle, "", failed=answer)
+            return PoolSession(self, slot, handle, answer)
+        return PoolSession(self, None, None, "", failed=fault(Outcome.START_FAILURE, why))
+
+    def _claim_session(self) -> _Slot | None:
+        """The worker with a session to spare holding the fewest; waits up to ``acquire_timeout_s``."""
+        deadline = time.monotonic() + self.acquire_timeout_s
+        with self._cond:
+            while True:
+                free = [s for s in self._slots if s.sessions < self.sessions_per_worker]
+                if free:
+                    slot = min(free, key=lambda s: (s.sessions, s.in_flight, s.index))
+                    slot.sessions += 1
+                    return slot
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+
+    def _unclaim_session(self, slot: _Slot, handle: Any) -> None:
+        with self._cond:
+            if slot.handle is handle:  # else the actor was replaced and its count reset
+                slot.sessions -= 1
+            self._cond.notify_all()
+
+    def _session_call(self, session: PoolSession, program: Program, limits: Limits) -> ExecResult:
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError, RayError
+
+        assert session.slot is not None
+        slot, handle = session.slot, session.handle
+        with self._cond:
+            self._begin()
+        try:
+            result: ExecResult = ray.get(
+                handle.session_execute.remote(session.id, program, limits), timeout=limits.wall_s + ANSWER_MARGIN_S
+            )
+        except (RayActorError, GetTimeoutError) as e:
+            died = isinstance(e, RayActorError)
+            why = "died" if died else f"did not answer within {limits.wall_s + ANSWER_MARGIN_S:g}s"
+            self._replace(slot, handle, why)
+            result = fault(
+                Outcome.CRASH,
+                f"sandbox worker {slot.index} {why} under {session.id}: {type(e).__name__}; the session's "
+                "files and processes are gone",
+            )
+        except RayError as e:
+            result = fault(Outcome.CRASH, f"sandbox worker {slot.index} failed: {type(e).__name__}: {e}")
+        finally:
+            with self._cond:
+                self._end()
+        self._count(result)
+        return result
+
+    def _close_session(self, session: PoolSession) -> None:
+        import ray
+
+        assert session.slot is not None
+        try:
+            ray.get(session.handle.close_session.remote(session.id), timeout=ANSWER_MARGIN_S)
+        except Exception:  # noqa: BLE001, S110 — its worker may be gone, and the session with it
+            pass
+        self._unclaim_session(session.slot, session.handle)
 
     # ------------------------------------------------------------------ reporting
     def take_stats(self) -> SandboxStats:
@@ -329,3 +533,74 @@ class SandboxPool:
                 ray.kill(handle, no_restart=True)
             except Exception:  # noqa: BLE001, S110 — closing what may be gone already
                 pass
+
+
+class PoolSession:
+    """One session of a :class:`SandboxPool`: pinned to one worker actor and one session there,
+    so its calls share files and background processes. The ``Sandbox`` protocol (``run`` /
+    ``execute``); :meth:`close` (or the end of a ``with`` block) releases it, and its sandbox is
+    torn down before its worker gives it to anyone else.
+
+    A call's rlimits above the pool's are lowered to them (a session's calls may not raise its
+    limits). Calls are never retried elsewhere: a worker that died under one makes it a ``crash``,
+    and the handle is dead (every later call a ``crash``); a lease that expired on the worker makes
+    each call a ``start_failure`` naming it; a handle that could not open (saturation, no
+    sessions in this tier) answers every call with that ``start_failure``."""
+
+    def __init__(
+        self, pool: SandboxPool, slot: _Slot | None, handle: Any, session_id: str, *, failed: ExecResult | None = None
+    ) -> None:
+        self.pool, self.slot, self.handle, self.id = pool, slot, handle, session_id
+        # Why every call fails: it never opened, or its sandbox or worker died under a call.
+        self.failed = failed
+        self.closed = failed is not None  # released (a handle that never opened holds nothing)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed and self.failed is None else "failed" if self.failed else "open"
+        return f"<PoolSession {self.id or '-'} {state}>"
+
+    @property
+    def dead(self) -> bool:
+        """Every call fails (it never opened, or its worker died)."""
+        return self.failed is not None
+
+    def execute(self, program: Program, *, limits: Limits | None = None) -> ExecResult:
+        """One call in the session. RuntimeError after :meth:`close` (a dead handle's calls fail)."""
+        limits = within(limits or self.pool.limits, self.pool.limits)
+        with self._lock:
+            if self.failed is not None:
+                result = self.failed
+            elif self.closed:
+                raise RuntimeError(f"{self.id} was closed")
+            else:
+                result = self.pool._session_call(self, program, limits)
+                if result.outcome is Outcome.CRASH:  # its state is gone: dead, and released at once
+                    self.failed, self.closed = result, True
+                    self.pool._close_session(self)
+                return result
+        self.pool._count(result)
+        return result
+
+    def run(
+        self, code: str, *, stdin: str = "", timeout_s: float | None = None, limits: Limits | None = None
+    ) -> ExecResult:
+        """Python source as ``main.py`` in the session's work directory (``LocalSandbox.run``'s semantics)."""
+        from workers.sandbox.local import PYTHON, python_source
+
+        program, limits = python_source(PYTHON, code, stdin, timeout_s, limits or self.pool.limits)
+        return self.execute(program, limits=limits)
+
+    def close(self) -> None:
+        """Release the session (idempotent): its sandbox is torn down on its worker."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        self.pool._close_session(self)
+
+    def __enter__(self) -> PoolSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -2431,7 +2431,7 @@ export interface components {
         RecipeAgentConfig: {
             /**
              * Tools
-             * @description Tools the model may call; with any, each response is a multi-turn episode. A call is a line `<tool>:<argument>`; generation pauses there, the tool runs and its reply is spliced in on a line of its own (masked from the loss), then the model writes on. calc: the value of a Python expression, run in the sandbox (see `sandbox`).
+             * @description Tools the model may call; with any, each response is a multi-turn episode. A call is a line `<tool>:<argument>`; generation pauses there, the tool runs and its reply is spliced in on a line of its own (masked from the loss), then the model writes on. calc: the value of a Python expression, run in the sandbox (see `sandbox`). python: one line of Python run in the episode's own sandbox session (an expression's repr is printed); files it writes persist across the episode's calls.
              */
             tools?: components["schemas"]["ToolsEnum"][];
             /**
@@ -3708,7 +3708,7 @@ export interface components {
             created_at: string;
         };
         /** @enum {string} */
-        ToolsEnum: "calc";
+        ToolsEnum: "calc" | "python";
         /** @enum {string} */
         TrainerDeviceEnum: "auto" | "cpu" | "cuda";
         User: {

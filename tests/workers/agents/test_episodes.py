@@ -23,6 +23,7 @@ from workers.rewards.arithmetic import ArithmeticTask
 from workers.sandbox.base import ExecResult, Limits, Outcome, Program
 from workers.sandbox.local import LocalSandbox, Tier
 from workers.sandbox.pool import fault
+from workers.sandbox.session import SessionPool
 
 __all__ = ["model_path", "tokenizer"]  # the fixtures, used by name
 
@@ -262,3 +263,45 @@ def test_the_reward_worker_scores_the_answer_and_masks_a_fault_and_the_step_coun
     assert metrics["agent/tool_errors/timeout"] == 0.0 and metrics["agent/masked"] == 1.0
     assert 0.0 < metrics["agent/tool_token_frac"] < 1.0
     assert grpo_metrics.agent_metrics([{"response_ids": [1], "turns": None}]) == {}
+
+
+def test_an_episode_keeps_its_files_across_python_calls_in_a_session_closed_at_its_end(
+    tokenizer: Any, sandbox: LocalSandbox
+):
+    """Each episode opens its own session at its first python call; a file it wrote is read by its
+    next call, never by another episode's; every session is released when its episode ends, and
+    when the run fails too. (The tiny tokenizer has no quotes: chr() spells the file's name.)"""
+    tools = build_tools(["python", "calc"])
+    write, read = "python:open(chr(110),chr(119)).write(str(41))\n", "python:int(open(chr(110)).read())+1\n"
+    with SessionPool(Limits(wall_s=5), size=2, sandbox=sandbox) as sessions:
+        opened: list[Any] = []
+
+        def open_session() -> Any:
+            opened.append(sessions.acquire())
+            return opened[-1]
+
+        def episodes(script: dict[str, list[str]], **kw: Any) -> list[list[Generation]]:
+            return run_episodes(
+                Script(tokenizer, script),  # type: ignore[arg-type]
+                [tokenizer(k)["input_ids"] for k in script],
+                SamplingSpec(n=1),
+                tokenizer=tokenizer,
+                tools=tools,
+                max_turns=3,
+                **{"sandbox": sandbox, "open_session": open_session, **kw},
+            )
+
+        groups = episodes({"1+1=": [write, read, "42"], "2+2=": [read, "calc:2+2\n", "4"], "3+3=": ["6"]})
+        keeper, stranger, silent = (g[0] for g in groups)
+        assert [t["text"] for t in keeper.turns or []] == [write, "2\n", read, "42\n", "42"]
+        # Another episode's session has no such file: the model's error, not a fault.
+        assert [t.get("kind") for t in stranger.turns or []] == [None, "program_error", None, "ok", None]
+        assert not keeper.fault and not stranger.fault and silent.turns == [{"role": "model", "tokens": 2, "text": "6"}]
+        assert len(opened) == 2 and sessions.stats()["released"] == 2 and sessions.stats()["leased_now"] == 0
+        with pytest.raises(RuntimeError, match="released"):
+            opened[0].run("print(1)")
+        with pytest.raises(IndexError):  # the engine fails after the call: the session is closed all the same
+            episodes({"1+1=": [write]})
+        assert len(opened) == 3 and sessions.stats()["released"] == 3 and sessions.stats()["leased_now"] == 0
+        with pytest.raises(ValueError, match="need open_session"):
+            episodes({}, open_session=None)

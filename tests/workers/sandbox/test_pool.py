@@ -311,3 +311,63 @@ def test_busy_time_is_the_wall_time_some_execution_was_in_flight(
     for t in threads:
         t.join()
     assert sandboxes.take_stats().busy_s == 1.0
+
+
+# ---------------------------------------------------------------------- sessions through the pool
+def session_pool(**kw: Any) -> SandboxPool:
+    return pool(**{"workers": 1, "sessions_per_worker": 1, "acquire_timeout_s": 2.0, **kw})
+
+
+@pytest.mark.e2e
+def test_a_sessions_files_persist_across_its_calls_and_are_gone_once_it_is_closed(on_ray: None):
+    sessions = session_pool()
+    try:
+        with sessions.open_session() as s:
+            assert s.run("open('notes.txt', 'w').write('hi')").ok
+            again = s.run("print(open('notes.txt').read())")
+            assert again.ok and again.stdout == "hi\n"
+            # The worker's one session is held: another open waits, then fails every call, not raises.
+            busy = sessions.open_session()
+            refused = busy.run("print(1)")
+            assert busy.dead and refused.outcome is Outcome.START_FAILURE
+            assert "no session free" in refused.reason
+        s.close()  # idempotent
+        with pytest.raises(RuntimeError, match="closed"):
+            s.run("print(1)")
+        with sessions.open_session() as fresh:  # the released sandbox was torn down: nothing is left
+            seen = fresh.run("import os; print(sorted(os.listdir('.')))")
+            assert seen.ok and "notes.txt" not in seen.stdout, seen
+        # Session calls are counted as executions: sandbox/* include them.
+        stats = sessions.take_stats()
+        assert (stats.executions, stats.failures, stats.retries) == (4, 1, 0)
+        assert len(stats.exec_ms) == len(stats.start_ms) == 3 and stats.busy == 1 and stats.busy_s > 0
+        assert stats.outcomes == {"ok": 3, "start_failure": 1}
+
+        expiring = sessions.open_session(lease_s=0.3)
+        time.sleep(0.8)
+        expired = expiring.run("print(1)")
+        assert expired.outcome is Outcome.START_FAILURE and "lease" in expired.reason, expired
+        expiring.close()
+    finally:
+        sessions.close()
+
+
+@pytest.mark.e2e
+def test_a_session_whose_worker_dies_is_a_crash_and_stays_dead(on_ray: None):
+    sessions = session_pool()
+    try:
+        s = sessions.open_session()
+        assert s.run("open('n', 'w').write('1')").ok
+        first = sessions.handles[0]
+        ray.kill(first, no_restart=True)
+        crashed = s.run("print(open('n').read())")
+        assert crashed.outcome is Outcome.CRASH and "files and processes are gone" in crashed.reason
+        assert s.dead and s.run("print(1)").outcome is Outcome.CRASH  # never retried on a fresh worker
+        s.close()
+        stats = sessions.take_stats()
+        assert (stats.executions, stats.failures, stats.retries, stats.replaced) == (3, 2, 0, 1)
+        assert sessions.handles[0] is not first
+        with sessions.open_session() as fresh:  # the replacement worker serves sessions
+            assert fresh.run("print(2)").stdout == "2\n"
+    finally:
+        sessions.close()

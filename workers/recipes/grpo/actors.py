@@ -153,6 +153,7 @@ class RolloutWorker:
                 max_turns=int(self.agent["max_turns"]),
                 sandbox=self.pool,
                 threads=self._threads,
+                open_session=self.pool.open_session if self.pool is not None else None,
             )
         stats = self.pool.take_stats() if self.pool is not None else None
         return RolloutChunk(groups, prompt_ids, time.time(), time.perf_counter() - started, stats)

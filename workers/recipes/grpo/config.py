@@ -176,13 +176,14 @@ class SandboxConfig(_Section):
 class AgentConfig(_Section):
     """Multi-turn tool-calling episodes (workers.agents): on when any tool is named."""
 
-    tools: list[Literal["calc"]] = Field(
+    tools: list[Literal["calc", "python"]] = Field(
         default_factory=list,
         max_length=8,
         description="Tools the model may call; with any, each response is a multi-turn episode. A call is a line "
         "`<tool>:<argument>`; generation pauses there, the tool runs and its reply is spliced in on a line of its "
         "own (masked from the loss), then the model writes on. calc: the value of a Python expression, run in the "
-        "sandbox (see `sandbox`).",
+        "sandbox (see `sandbox`). python: one line of Python run in the episode's own sandbox session (an "
+        "expression's repr is printed); files it writes persist across the episode's calls.",
     )
     max_turns: int = Field(
         default=3,
