@@ -174,6 +174,12 @@ MAX_RESTARTS = 5
 RESTART_WINDOW_S = 300.0
 
 
+# How long a service is given to stop on SIGTERM before SIGKILL. `ray start --block` does not
+# exit on SIGTERM and its daemons (GCS, raylet, dashboard) take over 10 s, measured here; the head
+# of a local stack keeps nothing worth a graceful stop, so it is killed after a short grace.
+STOP_GRACE_S = {"ray": 2.0}
+
+
 class StackDown(RuntimeError):
     """A process of the stack died and cannot (or should no longer) be restarted."""
 
@@ -449,7 +455,10 @@ class Stack:
             raise
         return self
 
-    def stop_process(self, name: str, timeout: float = 20) -> None:
+    def stop_process(self, name: str, timeout: float | None = None) -> None:
+        """SIGTERM the process, its group and every descendant; SIGKILL what is left after
+        ``timeout`` (by default the service's STOP_GRACE_S)."""
+        grace = STOP_GRACE_S.get(name, 20.0) if timeout is None else timeout
         import psutil
 
         for proc_name, proc in list(self.procs):
@@ -464,13 +473,16 @@ class Stack:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
+                for child in family:
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        child.terminate()
                 try:
-                    proc.wait(timeout)
+                    proc.wait(grace)
                 except subprocess.TimeoutExpired:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-            _, alive = psutil.wait_procs(family, timeout=5)
+            _, alive = psutil.wait_procs(family, timeout=min(5.0, grace))
             for child in alive:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     child.kill()
