@@ -20,6 +20,8 @@ Op = Literal["+", "-", "*"]
 # Each task's reward functions, the first the one weighted 1 by default.
 REWARD_FUNCTIONS: dict[str, tuple[str, ...]] = {"arithmetic": ("correct", "format"), "code": ("tests_passed", "format")}
 SANDBOX_TASKS = frozenset({"code"})
+# Tools whose calls share one sandbox session per episode (workers.agents.tools, ``stateful``).
+STATEFUL_TOOLS = frozenset({"python"})
 
 
 def _default_ops() -> list[Op]:
@@ -332,7 +334,16 @@ class GRPOConfig(RecipeConfig):
     @property
     def tools_run_code(self) -> bool:
         """Agent episodes call tools that run code: each rollout worker gets a sandbox pool."""
-        return bool(self.agent.tools)  # calc, the one tool, runs the model's expression
+        return bool(self.agent.tools)  # calc and python both run the model's text
+
+    @property
+    def sessions_per_worker(self) -> int | None:
+        """With a stateful tool, each episode of a rollout call may hold a sandbox session until it
+        ends: every sandbox worker of a rollout worker's pool holds its share of the episodes of
+        one call (chunk_prompts x group_size; a held-out eval runs in calls of that size too)."""
+        if not STATEFUL_TOOLS & set(self.agent.tools):
+            return None
+        return -(-self.rollout.chunk_prompts * self.algorithm.group_size // self.sandbox.workers)
 
     @property
     def uses_sandbox(self) -> bool:

@@ -378,12 +378,13 @@ class GRPORun:
         """Greedy decoding of the current policy on ``eval_sets``."""
         sets = eval_sets(self.task)
         pending = {
-            name: self.actors.reward[0].score.remote(self.generate_greedy(prompts)) for name, prompts in sets.items()
+            name: [self.actors.reward[0].score.remote(ref) for ref in self.generate_greedy(prompts)]
+            for name, prompts in sets.items()
         }
         metrics: dict[str, float] = {}
-        for name, ref in pending.items():
-            scored: actors.ScoredChunk = ray.get(ref)
-            samples = [g[0] for g in scored.groups]
+        for name, refs in pending.items():
+            chunks: list[actors.ScoredChunk] = ray.get(refs)
+            samples = [g[0] for scored in chunks for g in scored.groups]
             metrics.update(
                 grpo_metrics.eval_metrics(
                     name, [s.reward for s in samples], [s.parts for s in samples], [s.masked for s in samples]
@@ -392,15 +393,22 @@ class GRPORun:
         self.ctx.reporter.log(metrics, step)
         self.log.info("eval at step %d: %s", step, ", ".join(f"{k}={v:.3f}" for k, v in metrics.items()))
 
-    def generate_greedy(self, prompts: list[Prompt]) -> Any:
-        """A ref to greedy responses of the current policy: the trainer's own, or agent episodes
-        (they need the tools) on the first rollout worker, which holds the same weights by then
-        (its weight loads are queued ahead of this call)."""
+    def generate_greedy(self, prompts: list[Prompt]) -> list[Any]:
+        """Refs to greedy responses of the current policy, in order: the trainer's own, or agent
+        episodes (they need the tools) on the rollout workers, which hold the same weights by then
+        (their weight loads are queued ahead of these calls), in calls no larger than a training
+        step's (a stateful tool's sessions are sized for those)."""
         ids, names = [self.tokens.ids(p) for p in prompts], [p.id for p in prompts]
-        if not self.config.agent.tools:
-            return self.trainer.generate_greedy.remote(ids, names, self.config.rollout.max_new_tokens)
-        greedy = SamplingSpec(n=1, max_new_tokens=self.config.rollout.max_new_tokens, temperature=0.0, seed=0)
-        return self.actors.rollout[0].generate.remote(ids, names, greedy)
+        config = self.config
+        if not config.agent.tools:
+            return [self.trainer.generate_greedy.remote(ids, names, config.rollout.max_new_tokens)]
+        greedy = SamplingSpec(n=1, max_new_tokens=config.rollout.max_new_tokens, temperature=0.0, seed=0)
+        size = config.rollout.chunk_prompts * config.algorithm.group_size
+        workers = self.actors.rollout
+        return [
+            workers[(i // size) % len(workers)].generate.remote(ids[i : i + size], names[i : i + size], greedy)
+            for i in range(0, len(ids), size)
+        ]
 
     def checkpoint(self, step: int, metrics: dict[str, float] | None = None) -> float:
         """Save the policy with what a resume needs, and register it; seconds the save took."""

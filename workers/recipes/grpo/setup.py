@@ -77,16 +77,19 @@ def task_spec(config: GRPOConfig) -> dict[str, Any]:
     return {"name": config.task.name, "options": options, "seed": config.task.split_seed}
 
 
-def sandbox_spec(config: GRPOConfig) -> dict[str, Any] | None:
+def sandbox_spec(config: GRPOConfig, *, for_tools: bool = False) -> dict[str, Any] | None:
     """The keyword arguments of the ``SandboxPool`` of each worker that runs code (reward workers
-    whose rewards do, rollout workers whose agent's tools do); None when nothing runs code."""
+    whose rewards do, rollout workers whose agent's tools do: ``for_tools``, sized for a session per
+    episode when a tool is stateful); None when nothing runs code."""
     if not config.uses_sandbox:
         return None
     from workers.sandbox.base import Limits, MiB
 
     sandbox = config.sandbox
     limits = sandbox.limits
+    sessions = {"sessions_per_worker": config.sessions_per_worker} if for_tools and config.sessions_per_worker else {}
     return {
+        **sessions,
         "workers": sandbox.workers,
         "num_cpus": sandbox.num_cpus,
         "kind": sandbox.kind,
@@ -165,7 +168,7 @@ def start_actors(
             seed=derive_seed(seed, "engine", i),
             tiny=tiny,
             agent=agent_spec(config),
-            sandbox=sandbox_spec(config) if config.tools_run_code else None,
+            sandbox=sandbox_spec(config, for_tools=True) if config.tools_run_code else None,
         )
         for i in range(config.rollout.workers)
     ]

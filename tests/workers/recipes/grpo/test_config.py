@@ -48,3 +48,19 @@ def test_bad_values_are_refused_with_their_location(config: dict, path: tuple[st
     [error] = info.value.errors()
     assert error["loc"][: len(path)] == path
     assert error["msg"]
+
+
+def test_a_stateful_tool_sizes_its_pool_for_a_session_per_episode_of_a_call():
+    from workers.recipes.grpo.setup import sandbox_spec
+
+    calc = GRPOConfig.model_validate({"agent": {"tools": ["calc"]}})
+    assert calc.tools_run_code and calc.sessions_per_worker is None
+    assert "sessions_per_worker" not in (sandbox_spec(calc, for_tools=True) or {})
+    python = GRPOConfig.model_validate(
+        {"agent": {"tools": ["calc", "python"]}, "rollout": {"chunk_prompts": 5}, "sandbox": {"workers": 3}}
+    )
+    # 5 prompts x 8 episodes in one rollout call, over 3 sandbox workers: 14 sessions each.
+    assert python.sessions_per_worker == 14
+    assert (sandbox_spec(python, for_tools=True) or {})["sessions_per_worker"] == 14
+    assert "sessions_per_worker" not in (sandbox_spec(python) or {})  # a reward worker's pool
+    assert GRPOConfig.model_validate({}).sessions_per_worker is None
