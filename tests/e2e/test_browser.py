@@ -207,3 +207,32 @@ def test_a_person_sees_a_runs_diagnosis_and_alert_and_the_teams_failures(live: L
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for shot in ("diagnostics.png", "alert.png", "team-alerts.png", "run-step.png", "triage.png", "failure.png"):
         assert (SHOTS / shot).exists(), shot
+
+
+def test_a_person_reads_an_agent_runs_episodes_turn_by_turn(live: Live, tmp_path: Path):
+    """An agent GRPO run through the whole stack: its rollout workers' sandbox pool runs the
+    calc tool, every step reports the episodes and the sandbox's health, the attempt's
+    environment record names the isolation tier, and the run page shows a sample's turns and
+    the tier (frontend/e2e/agent.mjs)."""
+    check_env(live, 0)  # skips here, before the run, where there is no browser
+    cfg = test_grpo.config(
+        tmp_path,
+        steps=2,
+        task={"digits": 2, "train_size": 16, "held_out_size": 4, "warm_start_size": 64},
+        warm_start={"steps": 100, "batch_size": 16},  # enough to teach the call format
+        agent={"tools": ["calc"], "max_turns": 3},
+        rollout={"chunk_prompts": 2, "max_new_tokens": 16, "num_cpus": 0.1},
+        algorithm={"prompts_per_step": 2, "group_size": 4, "reference": False},
+        sandbox={"workers": 1, "num_cpus": 0.1},
+        eval={"every": 0},
+        samples_per_step=2,
+    )
+    done = test_grpo.run_grpo(live, cfg)
+    assert done["status"] == "SUCCEEDED", done["failure_reason"] + done["log_tail"]
+    assert done["attempts"][0]["sandbox"]["tier"] == "bubblewrap", done["attempts"][0]["sandbox"]
+    points = test_grpo.series(live, done["id"])
+    assert sum(points["agent/tool_calls"].values()) > 0 and set(points["agent/masked"].values()) == {0.0}
+    assert {"sandbox/exec_ms_p50", "time/sandbox_s", "agent/tool_errors/timeout"} <= set(points)
+    result = browser_check(live, "e2e/agent.mjs", done["id"])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (SHOTS / "agent-samples.png").exists() and (SHOTS / "agent-attempts.png").exists()

@@ -316,16 +316,27 @@ describe("an agent episode", () => {
       { role: "tool", text: "408\n", tool: "calc", kind: "ok", ms: 12.4 },
       { role: "model", text: "calc:(1\n" },
       { role: "tool", text: "error\n", tool: "calc", kind: "program_error", ms: 30 },
+      { role: "model", text: "408\n" },
+      { role: "tool", text: "no tool named\n", tool: "calc", kind: "format", ms: 0 },
       { role: "model", text: "408" },
     ];
     const episode = sample(9, 3, turns.map((t) => t.text).join(""), 1, 20, { parts: { correct: 1 }, turns });
     api(() => page([episode]));
     renderBrowser();
-    const list = await screen.findByRole("list", { name: "5 turns" });
+    const list = await screen.findByRole("list", { name: "7 turns" });
     const items = within(list).getAllByRole("listitem");
-    expect(items.map((li) => li.className)).toEqual(["model-turn", "tool-turn", "model-turn", "tool-turn", "model-turn"]);
+    expect(items.map((li) => li.className)).toEqual([
+      "model-turn",
+      "tool-turn",
+      "model-turn",
+      "tool-turn",
+      "model-turn",
+      "tool-turn",
+      "model-turn",
+    ]);
     expect(within(items[1]!).getByText("calc · ok · 12 ms")).toBeTruthy();
     expect(within(items[3]!).getByText("calc · program_error · 30 ms").className).toBe("tag danger");
-    expect(items[4]!.textContent).toContain("408");
+    expect(within(items[5]!).getByText("calc · format").className).toBe("tag danger"); // nothing ran: no time
+    expect(items[6]!.textContent).toContain("408");
   });
 });

@@ -448,7 +448,7 @@ function ResponseText({ sample, q, limits }: { sample: Sample; q: string; limits
         <li key={i} className={turn.role === "tool" ? "tool-turn" : "model-turn"}>
           {turn.role === "tool" ? (
             <span className={turn.kind && turn.kind !== "ok" ? "tag danger" : "tag"} title="What the tool call came to">
-              {[turn.tool ?? "tool", turn.kind, turn.ms !== undefined ? `${Math.round(turn.ms)} ms` : null]
+              {[turn.tool || "tool", turn.kind, turn.ms ? `${Math.round(turn.ms)} ms` : null /* 0: nothing ran (a format error) */]
                 .filter(Boolean)
                 .join(" · ")}
             </span>
