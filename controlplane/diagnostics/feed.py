@@ -10,8 +10,13 @@ from ingest to the incremental updater (controlplane.diagnostics.tasks) through 
    filter's CPU).
 2. That thread schedules `diagnostics.update_run(run_id)` at most once per DEBOUNCE_S per run (a Redis SET
    NX key the task clears when it starts), so a burst of batches is folded in once.
-3. The task pops everything pending (`pop_pending`) as NewPoints: per key, the new points in
-   ascending step order (the last write of a step wins), and folds them in.
+3. The task reads what is pending past the run's feed position (`read_pending`) as NewPoints: per
+   key, the new points in ascending step order (the last write of a step wins), folds them in and
+   stores the position of the last entry it read in the same transaction as the diagnosis; only
+   after the commit are those entries trimmed (`acknowledge`). Every point is folded exactly
+   once: a task that dies before its commit leaves them pending for the next one, and entries
+   still in Redis after a commit are skipped by position. The pending entries are a Redis
+   stream, whose ids only grow.
 
 Every batch, diagnosed keys or not, also sets the run's `barrel:diag:last_point:{run_id}` (the
 time the thread saw it, epoch seconds, kept LAST_POINT_TTL_S): the stalled check
@@ -67,9 +72,11 @@ COALESCE_S = 0.25
 SCHEDULE_TTL_MS = 10_000
 # How long a run's last-point time is kept (a run silent for longer is stalled anyway).
 LAST_POINT_TTL_S = 7 * 24 * 3600
-# A run's pending list is capped (entries = batches): past it, the oldest are dropped (a task
+# A run's pending stream is capped (entries = batches): past it, the oldest are dropped (a task
 # that cannot keep up must not grow Redis without bound).
 MAX_PENDING_BATCHES = 10_000
+# The feed position of a run nothing was read for yet: before every stream id.
+START = "0-0"
 
 
 @dataclass(frozen=True)
@@ -178,30 +185,57 @@ def decode(blob: bytes) -> Part:
 
 
 def push(run_id: int, *blobs: bytes) -> bool:
-    """Append blobs to the run's pending list; True when this call should schedule the task
+    """Append blobs to the run's pending stream; True when this call should schedule the task
     (no update is scheduled for the run yet)."""
     pipe = _redis().pipeline(transaction=False)
     _push_commands(pipe, run_id, list(blobs))
-    _, _, scheduled = pipe.execute()
-    return bool(scheduled)
+    return bool(pipe.execute()[-1])
 
 
 def _push_commands(pipe: Any, run_id: int, blobs: list[bytes]) -> None:
-    """push's three commands, on a pipeline (the last one's reply: whether to schedule)."""
-    pipe.rpush(pending_key(run_id), *blobs)
-    pipe.ltrim(pending_key(run_id), -MAX_PENDING_BATCHES, -1)
+    """push's commands on a pipeline: one entry per blob, then the schedule key (its reply, the
+    last: whether to schedule)."""
+    for blob in blobs:
+        pipe.xadd(pending_key(run_id), {b"b": blob}, maxlen=MAX_PENDING_BATCHES, approximate=True)
     pipe.set(schedule_key(run_id), b"1", nx=True, px=SCHEDULE_TTL_MS)
 
 
-def pop_pending(run_id: int) -> NewPoints:
-    """Take everything pending for the run (clearing its schedule key first, so a batch pushed
-    from now on schedules another update) and merge it into NewPoints."""
-    pipe = _redis().pipeline(transaction=True)  # one round trip, in this order
+def unschedule(run_id: int) -> bool:
+    """Clear the run's schedule key, so a batch pushed from now on schedules another update;
+    whether anything is pending (an update with nothing to read need not touch the database)."""
+    pipe = _redis().pipeline(transaction=True)
     pipe.delete(schedule_key(run_id))
-    pipe.lrange(pending_key(run_id), 0, -1)
-    pipe.delete(pending_key(run_id))
-    _, blobs, _ = pipe.execute()
-    return merge(run_id, [decode(b) for b in blobs])
+    pipe.xlen(pending_key(run_id))
+    _, pending = pipe.execute()
+    return bool(pending)
+
+
+def read_pending(run_id: int, after: str) -> tuple[NewPoints, str]:
+    """What is pending for the run past feed position `after`, merged, and the position of the
+    last entry read (`after` when there was none). Nothing is removed: see acknowledge."""
+    entries = _redis().xrange(pending_key(run_id), min=f"({after}" if after != START else "-")
+    if not entries:
+        return NewPoints(run_id=run_id, series={}), after
+    blobs: list[bytes] = [fields[b"b"] for _, fields in entries]  # type: ignore[index,misc]
+    last = entries[-1][0]
+    return merge(run_id, [decode(b) for b in blobs]), last.decode() if isinstance(last, bytes) else str(last)
+
+
+def acknowledge(run_id: int, upto: str) -> None:
+    """Drop the run's pending entries up to position `upto` (folded and committed); later ones stay."""
+    if upto == START:
+        return
+    ms, seq = upto.split("-")
+    _redis().xtrim(pending_key(run_id), minid=f"{ms}-{int(seq) + 1}", approximate=False)
+
+
+def pop_pending(run_id: int) -> NewPoints:
+    """Everything pending for the run, taken out of Redis (for tests and tools; the update task
+    reads and acknowledges by position)."""
+    unschedule(run_id)
+    new, last = read_pending(run_id, START)
+    acknowledge(run_id, last)
+    return new
 
 
 def combine(parts: list[Part]) -> Part:
@@ -328,8 +362,9 @@ class _Pusher:
             for run_id, blobs in by_run.items():
                 next(results)
                 if blobs:
-                    _, _, first = next(results), next(results), next(results)
-                    if first:
+                    for _ in blobs:
+                        next(results)
+                    if next(results):
                         scheduled.append(run_id)
         except (redis.exceptions.RedisError, OSError) as exc:
             logger.warning("diagnostics feed: %s batches not queued: %s", len(items), exc)

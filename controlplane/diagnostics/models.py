@@ -26,6 +26,9 @@ class RunDiagnosis(models.Model):
     points_seen = models.BigIntegerField(default=0)
     last_step = models.BigIntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The id of the last feed entry folded in (controlplane.diagnostics.feed: a Redis stream id),
+    # written with the fold, so a point is folded exactly once whatever fails in between.
+    feed_position = models.CharField(max_length=48, default="0-0")
 
 
 class DiagnosticsSettings(models.Model):

@@ -20,7 +20,6 @@ from django.utils import timezone
 
 from controlplane.diagnostics import alerts, feed
 from controlplane.diagnostics import diagnosis as dx
-from controlplane.diagnostics.feed import NewPoints, pop_pending
 from controlplane.diagnostics.models import RunDiagnosis
 from controlplane.events import publish_on_commit
 from controlplane.runs.models import Run
@@ -97,14 +96,17 @@ def _cache_state(run_id: int, version: tuple[int, datetime], state: dict[str, An
             _STATES.popitem(last=False)
 
 
-def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
-    """Fold `new` into the run's diagnosis (made on first sight); None when the run is gone.
+def diagnosis_update(run_id: int) -> int:
+    """Fold what the feed holds for the run past its diagnosis's feed position (the diagnosis made
+    on first sight); the number of points folded (0 when the run is gone or nothing was new).
+
     Two statements: the diagnosis row locked, with its run and the project's settings (its state
-    read only when this process's copy is not the row's, see _STATES), and one UPDATE of it,
-    committed without waiting for the WAL flush (synchronous_commit off for this transaction
-    only, set by the first statement: a database crash may lose the last second of diagnosis
-    updates, never a metric; no other transaction's durability changes). The report is derived
-    on read."""
+    read only when this process's copy is not the row's, see _STATES), and one UPDATE of it with
+    the new feed position, committed without waiting for the WAL flush (synchronous_commit off
+    for this transaction only, set by the first statement: a database crash may lose the last
+    second of diagnosis updates, never a metric, and the points of that second are read again
+    from the feed, whose entries are trimmed only after the commit; no other transaction's
+    durability changes). The report is derived on read."""
     cached = _take_state(run_id)
     rows = RunDiagnosis.objects.filter(run_id=run_id)
     locked = (
@@ -118,9 +120,23 @@ def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
         diagnosis = locked.first()
         if diagnosis is None:
             if not Run.objects.filter(pk=run_id).exists():
-                return None
+                return 0
             RunDiagnosis.objects.bulk_create([RunDiagnosis(run_id=run_id)], ignore_conflicts=True)
             diagnosis = locked.get()
+        # Read under the row's lock: a concurrent update of the run waits here, then starts
+        # from the position this one stores.
+        new, position = feed.read_pending(run_id, diagnosis.feed_position)
+        if position == diagnosis.feed_position:
+            if cached is not None:
+                transaction.on_commit(partial(_cache_state, run_id, *cached))
+            return 0
+        # After the commit only; an acknowledgement lost (Redis down) is skipped by position.
+        transaction.on_commit(partial(feed.acknowledge, run_id, position), robust=True)
+        if not new.series:  # entries with no points (nothing to fold): only move past them
+            rows.update(feed_position=position)
+            if cached is not None:
+                transaction.on_commit(partial(_cache_state, run_id, *cached))
+            return 0
         run = diagnosis.run
         if cached is not None and cached[0] == (diagnosis.points_seen, diagnosis.updated_at):
             state = cached[1]
@@ -137,11 +153,12 @@ def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
         alerts.on_points(run, new, state.setdefault("alerts", {}), found, thresholds)
         diagnosis.packed = dx.pack(state)
         diagnosis.updated_at = timezone.now()
-        RunDiagnosis.objects.filter(run_id=run_id).update(
+        rows.update(
             packed=diagnosis.packed,
             points_seen=diagnosis.points_seen,
             last_step=diagnosis.last_step,
             updated_at=diagnosis.updated_at,
+            feed_position=position,
         )
         publish_on_commit(
             run_id,
@@ -153,7 +170,7 @@ def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
             },
         )
         transaction.on_commit(partial(_cache_state, run_id, (diagnosis.points_seen, diagnosis.updated_at), state))
-    return diagnosis
+    return len(new)
 
 
 # (Celery's decorator is untyped.)
@@ -162,11 +179,9 @@ def diagnosis_update(run_id: int, new: NewPoints) -> RunDiagnosis | None:
 )
 def update_run(run_id: int) -> int:
     """Fold everything pending for the run; the number of points folded."""
-    new = pop_pending(run_id)
-    if not new.series:
+    if not feed.unschedule(run_id):
         return 0
-    diagnosis_update(run_id, new)
-    return len(new)
+    return diagnosis_update(run_id)
 
 
 # Every minute; a tick that two beats send twice raises nothing twice (dedup_key is unique).

@@ -120,13 +120,50 @@ def test_a_burst_of_batches_schedules_one_update(run: Run, django_capture_on_com
         run, django_capture_on_commit_callbacks, *(batch(i * 5, i * 5 + 5, TRAIN_BOUND) for i in range(4)), fold=False
     )
     # The batches that reached the feed's thread together are one blob.
-    assert 1 <= feed._redis().llen(feed.pending_key(run.id)) <= 4
+    assert 1 <= feed._redis().xlen(feed.pending_key(run.id)) <= 4
     assert feed._redis().exists(feed.schedule_key(run.id))
     assert update_run(run.id) == 20 * len(TRAIN_BOUND)
     assert not feed._redis().exists(feed.schedule_key(run.id))
     assert update_run(run.id) == 0
     assert RunDiagnosis.objects.get(run=run).last_step == 19
     assert feed.push(run.id, b"x") is True  # after the update, the next batch schedules again
+    clear_feed(run.id)
+
+
+def test_an_update_that_dies_before_its_commit_loses_nothing_and_one_after_it_folds_nothing_twice(
+    run: Run, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The feed's entries leave Redis only after the fold that read them committed, and the
+    diagnosis stores the position it folded up to: every point is folded exactly once."""
+    clear_feed(run.id)
+    ingest(run, django_capture_on_commit_callbacks, batch(0, 5, TRAIN_BOUND), fold=False)
+    fold = dx.fold
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the worker died mid-fold")
+
+    monkeypatch.setattr(dx, "fold", crash)
+    with pytest.raises(RuntimeError, match="mid-fold"):
+        update_run(run.id)
+    monkeypatch.setattr(dx, "fold", fold)
+    assert feed._redis().xlen(feed.pending_key(run.id)) == 1  # still there for the next update
+    feed.push(run.id)  # the schedule key, as the next batch would set it
+    with django_capture_on_commit_callbacks(execute=True):
+        assert update_run(run.id) == 5 * len(TRAIN_BOUND)
+    assert feed._redis().xlen(feed.pending_key(run.id)) == 0  # acknowledged after the commit
+
+    # The commit happened, the acknowledgement did not (Redis went away): the entries stay, and
+    # the next update skips them by position.
+    ingest(run, django_capture_on_commit_callbacks, batch(5, 8, TRAIN_BOUND), fold=False)
+    monkeypatch.setattr(feed, "acknowledge", lambda run_id, upto: None)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert update_run(run.id) == 3 * len(TRAIN_BOUND)
+    assert feed._redis().xlen(feed.pending_key(run.id)) == 1
+    feed.push(run.id)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert update_run(run.id) == 0
+    diagnosis = RunDiagnosis.objects.get(run=run)
+    assert diagnosis.points_seen == 8 * len(TRAIN_BOUND) and diagnosis.last_step == 7
     clear_feed(run.id)
 
 
@@ -185,8 +222,9 @@ def test_the_update_folds_into_its_kept_state_while_the_row_is_the_one_it_wrote(
         update_run(run.id)
     assert run.id not in tasks._STATES
     monkeypatch.undo()
-    assert update(50) == 1  # the row again (the failed update's points were popped: not in it)
-    assert dx.unpack(RunDiagnosis.objects.get(run=run).packed)["totals"]["time/step_s"]["n"] == 50
+    # The row again; the failed update's points were left in the feed, so they are in it now.
+    assert update(50) == 1
+    assert dx.unpack(RunDiagnosis.objects.get(run=run).packed)["totals"]["time/step_s"]["n"] == 60
 
 
 def test_group_scorecard_summarises_its_runs(
