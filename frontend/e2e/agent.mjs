@@ -53,10 +53,17 @@ async function main() {
 
     const attempts = page.locator('[data-testid="attempts"]');
     await attempts.locator("summary").click();
-    const cell = attempts.locator("tbody tr").first().locator("td").nth(8);
-    const tier = (await cell.innerText()).trim();
-    if (tier !== "bubblewrap") throw new CheckFailed(`the attempt's sandbox cell reads "${tier}", not bubblewrap`);
+    const line = attempts.locator('tbody tr [data-testid="attempt-sandbox"]').first();
+    await line.waitFor({ timeout: 5_000 }).catch(() => {
+      throw new CheckFailed("the attempts table names no sandbox");
+    });
+    const tier = (await line.innerText()).trim();
+    if (tier !== "sandbox: bubblewrap") throw new CheckFailed(`the attempt's sandbox reads "${tier}", not bubblewrap`);
     log(`attempt sandbox: ${tier}`);
+    const box = await attempts.locator("table").boundingBox();
+    if (!box || box.x + box.width > 1280) {
+      throw new CheckFailed(`the attempts table reaches past 1280 px: ${JSON.stringify(box)}`);
+    }
     await attempts.scrollIntoViewIfNeeded();
     await page.screenshot({ path: path.join(shots, "agent-attempts.png") });
     noPageErrors(errors);

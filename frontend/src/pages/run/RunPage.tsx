@@ -402,15 +402,22 @@ function FocusNotice({ step, params }: { step: number; params: URLSearchParams }
   );
 }
 
-/** The isolation model-written code ran in, from the attempt's environment record; a fallback stands out with its reason. */
-function SandboxCell({ sandbox }: { sandbox: unknown }) {
+/**
+ * The isolation model-written code ran in, from the attempt's environment record, under the code
+ * version (no column of its own: the table must fit a 1280-px window); a fallback stands out with its reason.
+ */
+function SandboxLine({ sandbox }: { sandbox: unknown }) {
   const record = sandboxRecord(sandbox);
-  if (!record) return <td className="muted">–</td>;
+  if (!record) return null;
   return (
-    <td className={record.fallback ? "wrap sandbox-fallback" : "wrap"} title={record.detail || undefined}>
-      {record.tier}
+    <div
+      className={record.fallback ? "sandbox-line sandbox-fallback" : "sandbox-line"}
+      title={record.detail || undefined}
+      data-testid="attempt-sandbox"
+    >
+      sandbox: {record.tier}
       {record.fallback ? " (fallback)" : ""}
-    </td>
+    </div>
   );
 }
 
@@ -436,7 +443,6 @@ function Attempts({ runId, attempts }: { runId: number; attempts: Attempt[] }) {
               <th>code</th>
               <th>python</th>
               <th>host</th>
-              <th>sandbox</th>
               <th>resumed from</th>
               <th>failure</th>
             </tr>
@@ -451,12 +457,12 @@ function Attempts({ runId, attempts }: { runId: number; attempts: Attempt[] }) {
                 <td className="num">{formatDateTime(a.created_at)}</td>
                 <td className="num">{formatDateTime(a.started_at)}</td>
                 <td className="num">{formatDateTime(a.finished_at)}</td>
-                <td title={a.code_version || undefined}>
-                  <code>{shortCode(a.code_version)}</code>
+                <td>
+                  <code title={a.code_version || undefined}>{shortCode(a.code_version)}</code>
+                  <SandboxLine sandbox={a.sandbox} />
                 </td>
                 <td className="num">{a.python || "–"}</td>
                 <td className="host-cell">{a.hostname || "–"}</td>
-                <SandboxCell sandbox={a.sandbox} />
                 <td className="num">{resumedFrom(a.resume_from)}</td>
                 <td className="wrap failure-cell">{a.failure_reason || ""}</td>
               </tr>
