@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "controlplane.evals",
     "controlplane.chat",
     "controlplane.diagnostics",
+    "controlplane.scheduling",
 ]
 
 MIDDLEWARE = [
@@ -113,6 +114,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("BARREL_CELERY_QUEUE", "barrel")
 RECONCILE_INTERVAL_S = env_float("BARREL_RECONCILE_INTERVAL_S", 2.0)
+# The scheduler passes after each submission and each attempt that ends, and from the beat this
+# often; a team's past use counts half after each half-life (fair share, as Slurm's decay).
+SCHEDULER_INTERVAL_S = env_float("BARREL_SCHEDULER_INTERVAL_S", 5.0)
+SCHEDULER_USAGE_HALF_LIFE_S = env_float("BARREL_SCHEDULER_USAGE_HALF_LIFE_S", 24 * 3600.0)
 ROLLUP_SWEEP_INTERVAL_S = env_float("BARREL_ROLLUP_SWEEP_INTERVAL_S", 10.0)
 # How often GENERATING evals are settled with their generation runs (reads settle them too).
 EVALS_SETTLE_INTERVAL_S = env_float("BARREL_EVALS_SETTLE_INTERVAL_S", 10.0)
@@ -150,6 +155,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "runs.reconcile",
         "schedule": RECONCILE_INTERVAL_S,
         "options": {"expires": RECONCILE_INTERVAL_S * 2},
+    },
+    "scheduling-pass": {
+        "task": "scheduling.pass",
+        "schedule": SCHEDULER_INTERVAL_S,
+        "options": {"expires": SCHEDULER_INTERVAL_S * 2},
     },
     "metrics-roll-up": {
         "task": "metrics.roll_up",

@@ -13,7 +13,7 @@ from controlplane.events import publish_on_commit
 from controlplane.runs.lifecycle import run_publish_status
 from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.runs.selectors import attempt_current_id
-from controlplane.runs.services import attempt_enqueue
+from controlplane.runs.services import attempt_demand, attempt_enqueue
 from controlplane.teams.models import Role
 from controlplane.teams.selectors import team_role_at_least
 from workers.recipes import get_recipe
@@ -100,7 +100,12 @@ def run_resume(*, user: Any, run: Run, checkpoint_id: int | None = None) -> Run:
     last = run.attempts.order_by("-number").first()
     assert last is not None
     attempt = Attempt.objects.create(
-        run=run, number=last.number + 1, config=run.config, seeds=last.seeds, resume_from=checkpoint
+        run=run,
+        number=last.number + 1,
+        config=run.config,
+        seeds=last.seeds,
+        resume_from=checkpoint,
+        demand=attempt_demand(recipe=run.recipe, config=run.config),
     )
     # started_at is the current attempt's start (a transition to RUNNING sets it); the earlier
     # attempts' time is counted from the attempts (selectors.runs_with_earlier_attempts).
@@ -112,7 +117,7 @@ def run_resume(*, user: Any, run: Run, checkpoint_id: int | None = None) -> Run:
         log_tail="",
         updated_at=timezone.now(),
     )
-    attempt_enqueue(attempt.id)
+    attempt_enqueue(attempt.id, run.id)
     run_publish_status(run.id)
     run.refresh_from_db()
     return run

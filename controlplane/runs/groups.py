@@ -83,6 +83,7 @@ def sweep_submit(
     name: str = "",
     tags: list[str] | None = None,
     idempotency_key: str = "",
+    priority: int = 0,
 ) -> tuple[RunGroup, bool]:
     """Submit one run per grid point and seed, as a group; (the group, whether it was made now).
 
@@ -137,7 +138,8 @@ def sweep_submit(
                 request_digest=digest,
             )
             runs = [
-                run_submit(user=user, project=proj.id, recipe=recipe, config=c, name=n, tags=tags) for n, c in planned
+                run_submit(user=user, project=proj.id, recipe=recipe, config=c, name=n, tags=tags, priority=priority)
+                for n, c in planned
             ]
             group.runs.add(*runs)
     except IntegrityError:

@@ -31,6 +31,11 @@ REVOKE_TOKENS_ON = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 # apps above (diagnostics files the failure under its signature) hear of it without runs
 # importing them. An external run (no attempt) that ended FAILED sends it with `attempt_id` None.
 attempt_failed = Signal()
+# Sent after commit when an attempt is created QUEUED (`attempt_id`, `run_id`), and when an
+# attempt ends (`attempt_id`, `run_id`, `status`): the scheduler (controlplane.scheduling) admits
+# queued attempts as what they need frees up.
+attempt_queued = Signal()
+attempt_ended = Signal()
 
 
 def run_event(run: Run, event_type: str = "run.status") -> dict[str, Any]:
@@ -94,6 +99,11 @@ def transition(
             transaction.on_commit(
                 lambda: attempt_failed.send(sender=Attempt, attempt_id=str(attempt_id), run_id=run_id), robust=True
             )
+        if to in TERMINAL:
+            transaction.on_commit(
+                lambda: attempt_ended.send(sender=Attempt, attempt_id=str(attempt_id), run_id=run_id, status=to),
+                robust=True,
+            )
     return True
 
 
@@ -125,11 +135,22 @@ def run_note_waiting(*, run_id: int, note: str) -> bool:
     runs = Run.objects.filter(id=run_id).exclude(waiting_for=note)
     now = timezone.now()
     if note:
-        changed = runs.filter(status__in=ACTIVE).update(
+        changed = runs.filter(status__in=[*ACTIVE, RunStatus.QUEUED]).update(
             waiting_for=note, waiting_since=Coalesce(F("waiting_since"), Value(now)), updated_at=now
         )
     else:
         changed = runs.update(waiting_for="", waiting_since=None, updated_at=now)
+    if changed:
+        run_publish_status(run_id)
+    return bool(changed)
+
+
+def run_note_queue(*, run_id: int, note: str, queue: dict[str, Any]) -> bool:
+    """Record where a QUEUED run stands in the scheduler's queue (`queue`, {} once admitted) and
+    what it waits for (`note`, shown as any wait is); pushed when either changed. True then."""
+    changed = Run.objects.filter(id=run_id).exclude(queue=queue).update(queue=queue, updated_at=timezone.now())
+    if run_note_waiting(run_id=run_id, note=note):
+        return True
     if changed:
         run_publish_status(run_id)
     return bool(changed)

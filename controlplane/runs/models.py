@@ -45,6 +45,11 @@ class Run(models.Model):
     # by the reconciler (controlplane.runs.resources), and since when.
     waiting_for = models.TextField(blank=True, default="")
     waiting_since = models.DateTimeField(null=True, blank=True)
+    # Order within the team's queue: higher first (the scheduler, controlplane.scheduling).
+    priority = models.SmallIntegerField(default=0)
+    # While the current attempt waits for admission: where it stands in the queue (position, the
+    # runs ahead of it, what it waits for, its estimated start), kept by the scheduler; {} otherwise.
+    queue = models.JSONField(default=dict, blank=True)
 
     class Meta:
         indexes = [
@@ -83,6 +88,10 @@ class Attempt(models.Model):
     # recipe reports it once its sandboxes start: {"tier": ..., "reason_for_fallback": ...,
     # "not_enforced": [...], ...}; {} when the run runs no code. A fallback is recorded here.
     sandbox = models.JSONField(default=dict, blank=True)
+    # What the attempt's job reserves in the Ray cluster at once, as the scheduler admits it: a
+    # list of alternatives in order of preference (a recipe that may run on GPUs or, failing
+    # that, on CPUs has two), each {resource: amount}. Fixed at creation (runs.services).
+    demand = models.JSONField(default=list, blank=True)
     # Set on attempts made by `POST /runs/{id}/resume`: the job loads this checkpoint first.
     resume_from = models.ForeignKey(
         "checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

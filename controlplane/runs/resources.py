@@ -281,3 +281,32 @@ def attempt_waiting_note(attempt: Any, info: Any, view: ClusterView) -> str | No
     if note is None or note == attempt.run.waiting_for:
         return None
     return note
+
+
+# How long the scheduler trusts a reading of the cluster's size, and how long it waits before
+# asking again after Ray could not be asked.
+CAPACITY_TTL_S = 10.0
+CAPACITY_RETRY_S = 5.0
+
+
+def cluster_capacity(address: str | None = None) -> dict[str, float] | None:
+    """The Ray cluster's total resources over its alive nodes ("CPU", "GPU", ...), read from the
+    state API and kept for CAPACITY_TTL_S; None while Ray cannot be asked (the scheduler then
+    checks quotas only and leaves capacity to Ray, as before it existed)."""
+    from django.conf import settings
+    from django.core.cache import cache
+
+    address = address or settings.RAY_ADDRESS
+    key = f"barrel:cluster:capacity:{address}"
+    cached = cache.get(key)
+    if cached is not None:
+        return dict(cached) if cached else None
+    try:
+        nodes = ClusterView(address).nodes()
+    except Exception as exc:  # noqa: BLE001 - an unreachable Ray must not fail a submission
+        logger.info("could not read the Ray cluster's size at %s: %s", address, str(exc).split(". ")[0])
+        cache.set(key, {}, timeout=CAPACITY_RETRY_S)
+        return None
+    total = _sum(tuple(node.total.items()) for node in nodes)
+    cache.set(key, total or {}, timeout=CAPACITY_TTL_S)
+    return total or None

@@ -34,6 +34,13 @@ class RunSummarySerializer(serializers.ModelSerializer[Run]):
     waiting_since = serializers.DateTimeField(
         read_only=True, allow_null=True, help_text="When the wait in waiting_for began; null when nothing waits."
     )
+    queue = serializers.JSONField(
+        read_only=True,
+        help_text="While the run waits for admission (QUEUED): {reason, position, ahead, demand, eta, "
+        "eta_low, eta_high}: what it waits for (a quota or the cluster's capacity), its place in its "
+        "team's queue (1 = next), the runs ahead of it, what it reserves, and its estimated start with "
+        "a range (ISO times; null when no estimate). {} once it is admitted.",
+    )
     earlier_attempts_s = serializers.SerializerMethodField(
         help_text="Seconds the run's earlier attempts ran (a resumed run). Its duration is this plus "
         "(finished_at, or now while it runs) minus started_at, which is the current attempt's start."
@@ -57,6 +64,8 @@ class RunSummarySerializer(serializers.ModelSerializer[Run]):
             "failure_reason",
             "waiting_for",
             "waiting_since",
+            "priority",
+            "queue",
             "groups",
         ]
 
@@ -157,6 +166,13 @@ class RunSubmitSerializer(InputSerializer):
         required=False, default=dict, help_text="Validated against the recipe's schema (GET /api/v1/recipes)."
     )
     tags = _tags_field(default=list)
+    priority = serializers.IntegerField(
+        required=False,
+        default=0,
+        min_value=-100,
+        max_value=100,
+        help_text="Order in the team's queue: a higher priority is admitted first (-100 to 100, default 0).",
+    )
 
     def validate_config(self, config: Any) -> Any:
         return _config_object(config)

@@ -15,8 +15,8 @@ from django.utils import timezone
 from pydantic import ValidationError as PydanticValidationError
 
 from controlplane.api import ApiError
-from controlplane.runs import tasks
-from controlplane.runs.lifecycle import external_end, run_publish_status, transition
+from controlplane.runs import resources, tasks
+from controlplane.runs.lifecycle import attempt_queued, external_end, run_publish_status, transition
 from controlplane.runs.models import TERMINAL, Attempt, Run, RunStatus
 from controlplane.teams.models import Project, Role, Team
 from controlplane.teams.selectors import team_role_at_least
@@ -90,25 +90,71 @@ def project_resolve(*, user: Any, ref: Any) -> Project:
     )
 
 
-def attempt_enqueue(attempt_id: uuid.UUID) -> None:
-    """Dispatch the attempt once the row is committed (the row first, then the work)."""
-    transaction.on_commit(lambda: tasks.attempt_dispatch.delay(str(attempt_id)))
+def attempt_enqueue(attempt_id: uuid.UUID, run_id: int) -> None:
+    """Hand the QUEUED attempt to the scheduler once the row is committed (the row first, then
+    the work): it dispatches the attempt when all it needs fits in its team's quota and the
+    cluster (controlplane.scheduling)."""
+    transaction.on_commit(
+        lambda: attempt_queued.send(sender=Attempt, attempt_id=str(attempt_id), run_id=run_id), robust=True
+    )
+
+
+def attempt_demand(*, recipe: str, config: dict[str, Any]) -> list[dict[str, float]]:
+    """What an attempt of `recipe` with `config` reserves at once, as alternatives in order of
+    preference (see Attempt.demand); refuses a run that could never start, because even its
+    smallest alternative exceeds the whole Ray cluster (read from Ray; while Ray cannot be asked,
+    a device chosen by what is free is planned for a cluster with no GPUs and nothing is refused)."""
+    spec = get_recipe(recipe)
+    if spec is None:
+        return []
+    capacity = resources.cluster_capacity()
+    model = spec.config_model.model_validate(config)
+    cluster = capacity or {}
+    options = [model.demand(cluster, cluster)]
+    # A recipe that takes GPUs only when they are free has a fallback: what it reserves without them.
+    no_gpus = {**cluster, "GPU": 0.0}
+    fallback = model.demand(cluster, no_gpus)
+    if fallback != options[0]:
+        options.append(fallback)
+    options = [{name: float(amount) for name, amount in option.items() if amount > 0} for option in options]
+    if capacity is None:
+        return options
+    demand = options[-1]
+    missing = {name: amount for name, amount in demand.items() if amount > capacity.get(name, 0.0) + 1e-9}
+    if missing:
+        what = ", ".join(f"{amount:g} {name}" for name, amount in sorted(missing.items()))
+        has = ", ".join(f"{capacity.get(name, 0.0):g} {name}" for name in sorted(missing))
+        raise ApiError(
+            f"This run can never start: its actors reserve {what} at once, but the whole Ray cluster has {has}. "
+            "Ask for less (the recipe's num_cpus / num_gpus / workers fields) or add nodes.",
+            code="unschedulable",
+            fields={"config": [f"reserves {what}; the cluster has {has}"]},
+        )
+    return options
 
 
 @transaction.atomic
 def run_submit(
-    *, user: Any, project: Any, recipe: str, config: Any, name: str = "", tags: list[str] | None = None
+    *,
+    user: Any,
+    project: Any,
+    recipe: str,
+    config: Any,
+    name: str = "",
+    tags: list[str] | None = None,
+    priority: int = 0,
 ) -> Run:
-    """A new run and its first attempt, dispatched after commit.
+    """A new run and its first attempt, queued for the scheduler after commit.
 
     1. Resolve the config (defaults, seed) and the project (created on first use).
-    2. Refuse a viewer.
-    3. Create the run and attempt 1; enqueue its dispatch and publish the run.
+    2. Refuse a viewer, and a run that could never fit the cluster.
+    3. Create the run and attempt 1; hand it to the scheduler and publish the run.
     """
     resolved = config_resolve(recipe=recipe, config=config)
     proj = project_resolve(user=user, ref=project)
     if not team_role_at_least(user, proj.team_id, Role.MEMBER):
         raise ApiError("Viewers cannot submit runs.", code="permission_denied", status_code=403)
+    demand = attempt_demand(recipe=recipe, config=resolved)
     run = Run.objects.create(
         project=proj,
         name=name or f"{recipe}-{secrets.token_hex(3)}",
@@ -116,9 +162,12 @@ def run_submit(
         config=resolved,
         tags=sorted(set(tags or [])),
         created_by=user,
+        priority=priority,
     )
-    attempt = Attempt.objects.create(run=run, number=1, config=resolved, seeds={"seed": resolved["seed"]})
-    attempt_enqueue(attempt.id)
+    attempt = Attempt.objects.create(
+        run=run, number=1, config=resolved, seeds={"seed": resolved["seed"]}, demand=demand
+    )
+    attempt_enqueue(attempt.id, run.id)
     run_publish_status(run.id)
     return run
 

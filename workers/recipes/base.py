@@ -6,6 +6,8 @@ schema in the API docs), so a bad value answers 400 before anything is dispatche
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -20,3 +22,10 @@ class RecipeConfig(BaseModel):
         le=2**31 - 1,
         description="Random seed. When omitted, the control plane picks one and records it on the attempt.",
     )
+
+    def demand(self, cluster: Mapping[str, float], free: Mapping[str, float]) -> dict[str, float]:
+        """Everything the run reserves in the Ray cluster at once, by Ray resource name ("CPU",
+        "GPU"): the scheduler admits a run only when all of it fits (gang admission). `cluster`
+        is the cluster's total, `free` what Barrel's admitted runs leave of it, for recipes that
+        choose a device by what is free. The job's entrypoint reserves nothing (Ray's default)."""
+        return {}

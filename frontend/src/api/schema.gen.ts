@@ -3234,6 +3234,9 @@ export interface components {
              * @description When the wait in waiting_for began; null when nothing waits.
              */
             readonly waiting_since: string | null;
+            priority: number;
+            /** @description While the run waits for admission (QUEUED): {reason, position, ahead, demand, eta, eta_low, eta_high}: what it waits for (a quota or the cluster's capacity), its place in its team's queue (1 = next), the runs ahead of it, what it reserves, and its estimated start with a range (ISO times; null when no estimate). {} once it is admitted. */
+            readonly queue: unknown;
             /** @description The groups (sweeps) the run is in. */
             readonly groups: components["schemas"]["RunGroupRef"][];
             config: unknown;
@@ -3350,6 +3353,11 @@ export interface components {
             recipe: string;
             config?: components["schemas"]["RecipeChatConfig"];
             tags?: string[];
+            /**
+             * @description Order in the team's queue: a higher priority is admitted first (-100 to 100, default 0).
+             * @default 0
+             */
+            priority: number;
         } | {
             /** @description Project id, or 'team-slug/project-name' (created if missing). */
             project: number | string;
@@ -3358,6 +3366,11 @@ export interface components {
             recipe: string;
             config?: components["schemas"]["RecipeGenerateConfig"];
             tags?: string[];
+            /**
+             * @description Order in the team's queue: a higher priority is admitted first (-100 to 100, default 0).
+             * @default 0
+             */
+            priority: number;
         } | {
             /** @description Project id, or 'team-slug/project-name' (created if missing). */
             project: number | string;
@@ -3366,6 +3379,11 @@ export interface components {
             recipe: string;
             config?: components["schemas"]["RecipeGRPOConfig"];
             tags?: string[];
+            /**
+             * @description Order in the team's queue: a higher priority is admitted first (-100 to 100, default 0).
+             * @default 0
+             */
+            priority: number;
         } | {
             /** @description Project id, or 'team-slug/project-name' (created if missing). */
             project: number | string;
@@ -3374,6 +3392,11 @@ export interface components {
             recipe: string;
             config?: components["schemas"]["RecipeSmokeConfig"];
             tags?: string[];
+            /**
+             * @description Order in the team's queue: a higher priority is admitted first (-100 to 100, default 0).
+             * @default 0
+             */
+            priority: number;
         };
         RunSummary: {
             readonly id: number;
@@ -3404,6 +3427,9 @@ export interface components {
              * @description When the wait in waiting_for began; null when nothing waits.
              */
             readonly waiting_since: string | null;
+            priority: number;
+            /** @description While the run waits for admission (QUEUED): {reason, position, ahead, demand, eta, eta_low, eta_high}: what it waits for (a quota or the cluster's capacity), its place in its team's queue (1 = next), the runs ahead of it, what it reserves, and its estimated start with a range (ISO times; null when no estimate). {} once it is admitted. */
+            readonly queue: unknown;
             /** @description The groups (sweeps) the run is in. */
             readonly groups: components["schemas"]["RunGroupRef"][];
         };
@@ -3444,6 +3470,9 @@ export interface components {
              * @description When the wait in waiting_for began; null when nothing waits.
              */
             readonly waiting_since: string | null;
+            priority: number;
+            /** @description While the run waits for admission (QUEUED): {reason, position, ahead, demand, eta, eta_low, eta_high}: what it waits for (a quota or the cluster's capacity), its place in its team's queue (1 = next), the runs ahead of it, what it reserves, and its estimated start with a range (ISO times; null when no estimate). {} once it is admitted. */
+            readonly queue: unknown;
             /** @description The groups (sweeps) the run is in. */
             readonly groups: components["schemas"]["RunGroupRef"][];
             /** @description Each chosen key the run has, by key. */
@@ -3650,6 +3679,11 @@ export interface components {
             /** @description Validated against the recipe's schema (GET /api/v1/recipes). */
             config?: unknown;
             tags?: string[];
+            /**
+             * @description Order in the team's queue: a higher priority is admitted first (-100 to 100, default 0).
+             * @default 0
+             */
+            priority: number;
             /** @description Config fields to sweep, by dotted path (optim.lr), each with its values: one run per combination and seed. Empty: the base config only. */
             grid?: {
                 [key: string]: unknown[];

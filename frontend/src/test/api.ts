@@ -78,6 +78,8 @@ export function runSummary(overrides: Partial<RunSummary> = {}): RunSummary {
     failure_reason: "",
     waiting_for: "",
     waiting_since: null,
+    priority: 0,
+    queue: {},
     groups: [],
     ...overrides,
   };

@@ -6,6 +6,7 @@ are opaque random tokens, so the run's config never tells a voter which model wr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -72,6 +73,12 @@ class GenerateConfig(RecipeConfig):
     )
     threads: int = Field(default=1, ge=1, le=256, description="torch threads of the generation actor on CPU.")
     gpu_memory_utilization: float = Field(default=0.5, gt=0.0, le=0.95, description="vllm: fraction of GPU memory.")
+
+    def demand(self, cluster: Mapping[str, float], free: Mapping[str, float]) -> dict[str, float]:
+        from workers.recipes.generate.resources import plan_placement
+
+        placement = plan_placement(self, cluster, free, check=False)
+        return {"CPU": placement.num_cpus, "GPU": placement.num_gpus}
 
     @model_validator(mode="after")
     def _consistent(self) -> GenerateConfig:

@@ -33,13 +33,16 @@ class Placement:
         return {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
 
 
-def plan_placement(config: Placeable, cluster: Mapping[str, float], free: Mapping[str, float]) -> Placement:
+def plan_placement(
+    config: Placeable, cluster: Mapping[str, float], free: Mapping[str, float], *, check: bool = True
+) -> Placement:
     """The device and the reservation, checked against the cluster.
 
     1. ``device: auto`` generates on a GPU when ``num_gpus`` of them are free now (a training run
        may hold them: then CPU, rather than waiting for it to end); ``cuda`` and ``engine: vllm``
        ask for them anyway, and wait until they are free.
-    2. Fail at once when the cluster lacks what the actor reserves: Ray would wait forever.
+    2. Fail at once when the cluster lacks what the actor reserves: Ray would wait forever
+       (unless `check` is False: the scheduler's admission asks only what it would reserve).
     """
     if config.device == "auto":
         on_gpu = config.engine == "vllm" or free.get("GPU", 0.0) >= config.num_gpus
@@ -50,6 +53,8 @@ def plan_placement(config: Placeable, cluster: Mapping[str, float], free: Mappin
         num_cpus=config.num_cpus,
         num_gpus=config.num_gpus if on_gpu else 0.0,
     )
+    if not check:
+        return placement
     for resource, needed, field in (("CPU", placement.num_cpus, "num_cpus"), ("GPU", placement.num_gpus, "num_gpus")):
         have = cluster.get(resource, 0.0)
         if needed > have:

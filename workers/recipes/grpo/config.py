@@ -6,6 +6,7 @@ Every field has a default a person can read in the API docs (``GET /api/v1/recip
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -344,6 +345,11 @@ class GRPOConfig(RecipeConfig):
         if not STATEFUL_TOOLS & set(self.agent.tools):
             return None
         return -(-self.rollout.chunk_prompts * self.algorithm.group_size // self.sandbox.workers)
+
+    def demand(self, cluster: Mapping[str, float], free: Mapping[str, float]) -> dict[str, float]:
+        from workers.recipes.grpo.resources import plan_resources
+
+        return plan_resources(self, cluster).needs(self)
 
     @property
     def uses_sandbox(self) -> bool:

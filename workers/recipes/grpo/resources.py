@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from workers.recipes.grpo.config import GRPOConfig
+if TYPE_CHECKING:  # the config plans its own demand with plan_resources (GRPOConfig.demand)
+    from workers.recipes.grpo.config import GRPOConfig
 
 
 @dataclass(frozen=True)

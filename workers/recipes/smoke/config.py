@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field
@@ -27,3 +28,8 @@ class SmokeConfig(RecipeConfig):
         description="How fail_at_step fails: raise an error (the workload's fault), or kill the driver "
         "with SIGKILL as the kernel's OOM killer would (an infra fault).",
     )
+
+    def demand(self, cluster: Mapping[str, float], free: Mapping[str, float]) -> dict[str, float]:
+        # One task at a time is enough to go on: a step's tasks run side by side when the cluster
+        # has the CPUs free, one after another in Ray's queue when it has not.
+        return {"CPU": self.task_cpus}

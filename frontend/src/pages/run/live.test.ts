@@ -29,6 +29,8 @@ function summary(id: number, status: RunSummary["status"]): RunSummary {
     earlier_attempts_s: 0,
     waiting_for: "",
     waiting_since: null,
+    priority: 0,
+    queue: {},
     groups: [],
   };
 }
