@@ -176,10 +176,8 @@ def test_strings_longer_than_their_column_are_refused_naming_them(owner: Persona
 
 
 def test_unknown_and_read_only_fields_are_refused_naming_them(owner: Persona, run: Run) -> None:
-    body = refused(
-        post(owner.client, "/api/v1/runs", {"project": "lab/p", "recipe": "smoke", "priority": 3}), "priority"
-    )
-    assert "unknown field" in body["fields"]["priority"]
+    body = refused(post(owner.client, "/api/v1/runs", {"project": "lab/p", "recipe": "smoke", "urgency": 3}), "urgency")
+    assert "unknown field" in body["fields"]["urgency"]
     sample = {"step": 1, "prompt": "p", "response": "r", "score": 1}
     refused(post(owner.client, f"/api/v1/runs/{run.id}/samples", {"samples": [sample]}), "samples[0].score")
     checkpoint = {"id": 5, "step": 1, "uri": "file:///c"}
