@@ -23,7 +23,7 @@ not fit stays out until the next pass.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -107,6 +107,18 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
+def _smallest(entry: Queued) -> Resources:
+    return (entry.options or ({},))[-1]
+
+
+def _floor(entries: Iterable[Queued]) -> dict[str, float]:
+    """The least of each resource that any alternative of `entries` reserves (0 for a resource
+    some alternative does not reserve)."""
+    options = [option for entry in entries for option in (entry.options or ({},))]
+    names = {name for option in options for name in option}
+    return {name: min(float(option.get(name, 0.0)) for option in options) for name in names}
+
+
 def _order(queued: Iterable[Queued]) -> dict[int, list[Queued]]:
     queues: dict[int, list[Queued]] = defaultdict(list)
     for entry in queued:
@@ -134,6 +146,14 @@ class _State:
         share = self.share(team_id)
         current = dominant_share(self.used[team_id], self.capacity)
         return ((current + share.usage) / max(share.weight, EPS), team_id)
+
+    def within_quota(self, team_id: int, demand: Resources) -> bool:
+        limits, used = self.share(team_id).limits, self.used[team_id]
+        return all(used.get(name, 0.0) + demand.get(name, 0.0) <= limit + EPS for name, limit in limits.items())
+
+    def fits_cluster(self, demand: Resources) -> bool:
+        free = self.free
+        return free is None or all(amount <= free.get(name, 0.0) + EPS for name, amount in demand.items())
 
     def over_quota(self, team_id: int, demand: Resources) -> list[str]:
         """What `demand` would take the team past its quota, in words; [] when it stays within."""
@@ -163,10 +183,16 @@ class _State:
 
 
 def plan(
-    queued: Sequence[Queued], held: Iterable[Held], shares: Mapping[int, Share], capacity: Resources | None
+    queued: Sequence[Queued],
+    held: Iterable[Held],
+    shares: Mapping[int, Share],
+    capacity: Resources | None,
+    *,
+    reasons: bool = True,
 ) -> Plan:
     """Which of `queued` start now, and why each of the others waits. `capacity` None: the
-    cluster's size is unknown (Ray cannot be asked), and only quotas are checked."""
+    cluster's size is unknown (Ray cannot be asked), and only quotas are checked. `reasons`
+    False: only the admissions (the start-time simulation replays passes and reads no reasons)."""
     state = _State(held, shares, capacity)
     queues = _order(queued)
     result = Plan()
@@ -174,29 +200,38 @@ def plan(
     # Runs that fit their team's quota but not the cluster: capacity is kept for them, not lent.
     waiting_within_quota = False
 
-    def first_fit(entries: list[Queued], team_id: int, *, borrowing: bool) -> tuple[Queued, Resources] | None:
+    # Per team, the least of each resource any alternative of its queue asks for: a team whose
+    # floor does not fit has nothing that fits, and is passed over without a look at each run.
+    floors = {team: _floor(entries) for team, entries in queues.items()}
+
+    def first_fit(entries: deque[Queued], team_id: int, *, borrowing: bool) -> tuple[Queued, Resources] | None:
         nonlocal waiting_within_quota
+        floor = floors[team_id]
+        if not state.fits_cluster(floor) or (not borrowing and not state.within_quota(team_id, floor)):
+            # Nothing of this team fits now, and nothing frees up within a pass.
+            if not borrowing and not waiting_within_quota:
+                waiting_within_quota = any(state.within_quota(team_id, _smallest(q)) for q in entries)
+            entries.clear()
+            return None
         while entries:
             entry = entries[0]
             options = entry.options or ({},)
             for option in options:
-                if (borrowing or not state.over_quota(team_id, option)) and not state.short(option):
+                if (borrowing or state.within_quota(team_id, option)) and state.fits_cluster(option):
                     return entry, option
-            if not state.over_quota(team_id, options[-1]):
+            if state.within_quota(team_id, options[-1]):
                 waiting_within_quota = True
-            entries.pop(0)
+            entries.popleft()
         return None
 
     for borrowing in (False, True):
-        remaining = {team: list(entries) for team, entries in queues.items()}
-        if borrowing:
-            if waiting_within_quota:
-                break
-            remaining = {
-                team: [q for q in entries if q.attempt_id not in admitted]
-                for team, entries in remaining.items()
-                if state.share(team).borrow and state.share(team).limits
-            }
+        if borrowing and waiting_within_quota:
+            break
+        remaining = {
+            team: deque(q for q in entries if q.attempt_id not in admitted)
+            for team, entries in queues.items()
+            if not borrowing or (state.share(team).borrow and state.share(team).limits)
+        }
         while True:
             turn = None
             for team in sorted((t for t, entries in remaining.items() if entries), key=state.key):
@@ -206,18 +241,20 @@ def plan(
             if turn is None:
                 break
             entry, option = turn
-            remaining[entry.team_id].remove(entry)
+            remaining[entry.team_id].popleft()
             state.take(entry.team_id, option)
             admitted.add(entry.attempt_id)
             result.admit.append(Admit(queued=entry, demand=dict(option), borrowed=borrowing))
 
+    if not reasons:
+        return result
     # Each waiting run's reason as things stand after this pass's admissions, for its smallest
     # alternative: the cluster's shortfall, then the quota's.
     for team, entries in queues.items():
         waiting = [q for q in entries if q.attempt_id not in admitted]
         for position, entry in enumerate(waiting, start=1):
             ahead = waiting[: position - 1]
-            smallest = (entry.options or ({},))[-1]
+            smallest = _smallest(entry)
             reason = "; ".join(state.short(smallest) + state.over_quota(team, smallest))
             result.wait.append(
                 Wait(
