@@ -118,6 +118,8 @@ RECONCILE_INTERVAL_S = env_float("BARREL_RECONCILE_INTERVAL_S", 2.0)
 # often; a team's past use counts half after each half-life (fair share, as Slurm's decay).
 SCHEDULER_INTERVAL_S = env_float("BARREL_SCHEDULER_INTERVAL_S", 5.0)
 SCHEDULER_USAGE_HALF_LIFE_S = env_float("BARREL_SCHEDULER_USAGE_HALF_LIFE_S", 24 * 3600.0)
+# Queued runs' estimated start times are made again this often (apart from the pass).
+SCHEDULER_ETA_INTERVAL_S = env_float("BARREL_SCHEDULER_ETA_INTERVAL_S", 10.0)
 ROLLUP_SWEEP_INTERVAL_S = env_float("BARREL_ROLLUP_SWEEP_INTERVAL_S", 10.0)
 # How often GENERATING evals are settled with their generation runs (reads settle them too).
 EVALS_SETTLE_INTERVAL_S = env_float("BARREL_EVALS_SETTLE_INTERVAL_S", 10.0)
@@ -160,6 +162,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "scheduling.pass",
         "schedule": SCHEDULER_INTERVAL_S,
         "options": {"expires": SCHEDULER_INTERVAL_S * 2},
+    },
+    "scheduling-estimate": {
+        "task": "scheduling.estimate",
+        "schedule": SCHEDULER_ETA_INTERVAL_S,
+        "options": {"expires": SCHEDULER_ETA_INTERVAL_S * 2},
     },
     "metrics-roll-up": {
         "task": "metrics.roll_up",

@@ -59,6 +59,7 @@ from controlplane.runs.api import (
     RunListView,
     SweepView,
 )
+from controlplane.scheduling.api import QueueView, TeamAdmissionsView, TeamQuotaView
 from controlplane.teams.api import (
     MemberDetailView,
     MemberListView,
@@ -166,6 +167,10 @@ api_v1 = [
     path("teams/<id:team_id>/alerts", TeamAlertsView.as_view()),
     path("alerts/<id:alert_id>/acknowledge", AlertAcknowledgeView.as_view()),
     path("projects/<id:project_id>/diagnostics-settings", ProjectDiagnosticsSettingsView.as_view()),
+    # Scheduling (controlplane.scheduling.api).
+    path("queue", QueueView.as_view()),
+    path("teams/<id:team_id>/quota", TeamQuotaView.as_view()),
+    path("teams/<id:team_id>/admissions", TeamAdmissionsView.as_view()),
 ]
 
 urlpatterns = [

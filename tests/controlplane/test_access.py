@@ -120,6 +120,9 @@ RUN_PEOPLE: Rule = {**RUN_READ, P.OWN_TOKEN: 403}
 GENERATIONS_WRITE: Rule = {**RUN_WRITE, P.MEMBER: 403, P.ADMIN: 403}
 # A chat's live feed: the team's people; a run token reads only its own run, and a chat is none.
 CHAT_WATCH: Rule = {**TEAM_READ, P.FOREIGN_TOKEN: 404, P.OWN_TOKEN: 404}
+# Setting a team's share of the cluster: cluster admins (staff) only, none of the personas; a
+# team's own admin may not raise its quota.
+CLUSTER_ADMIN: Rule = {**TEAM_ADMIN, P.ADMIN: 403}
 
 
 @dataclass(frozen=True)
@@ -393,6 +396,13 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("api/v1/projects/<id:project_id>/diagnostics-settings", "PATCH"): Call(
         TEAM_MEMBER, (200,), "/api/v1/projects/{project}/diagnostics-settings", {"thresholds": {"spike_k": 6}}
     ),
+    # Scheduling (controlplane.scheduling.api): the queue of one team, its quota and audit.
+    ("api/v1/queue", "GET"): Call(TEAM_READ, (200,), "/api/v1/queue?team={team}"),
+    ("api/v1/teams/<id:team_id>/quota", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}/quota"),
+    ("api/v1/teams/<id:team_id>/quota", "PATCH"): Call(
+        CLUSTER_ADMIN, (200,), "/api/v1/teams/{team}/quota", {"cpu": 64}
+    ),
+    ("api/v1/teams/<id:team_id>/admissions", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}/admissions"),
 }
 
 

@@ -29,3 +29,8 @@ class RecipeConfig(BaseModel):
         is the cluster's total, `free` what Barrel's admitted runs leave of it, for recipes that
         choose a device by what is free. The job's entrypoint reserves nothing (Ray's default)."""
         return {}
+
+    def planned_steps(self) -> int | None:
+        """How many steps (of the `time/step_s` series) a whole run makes; None for a recipe that
+        does not count steps. The scheduler estimates a run's remaining time from it."""
+        return None

@@ -526,6 +526,26 @@ export interface paths {
         patch: operations["projects_diagnostics_settings_partial_update"];
         trace?: never;
     };
+    "/api/v1/queue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The queue: queued runs in the scheduler's order with their place, reason and estimated start; admitted runs with what they hold; each team's quota
+         * @description The caller's teams; a cluster admin (staff) sees every team.
+         */
+        get: operations["queue_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/recipes": {
         parameters: {
             query?: never;
@@ -1063,6 +1083,23 @@ export interface paths {
         patch: operations["teams_partial_update"];
         trace?: never;
     };
+    "/api/v1/teams/{team_id}/admissions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The team's admissions, newest first: the scheduler's audit */
+        get: operations["teams_admissions_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/teams/{team_id}/alerts": {
         parameters: {
             query?: never;
@@ -1149,6 +1186,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/teams/{team_id}/quota": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The team's quota, weight, borrowing, what it holds now and its decayed use */
+        get: operations["teams_quota_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set the team's quota (cluster admins only)
+         * @description Fields left out keep their values; cpu or gpu null removes that limit. A lower quota does not stop runs already admitted; it holds back the next ones.
+         */
+        patch: operations["teams_quota_partial_update"];
+        trace?: never;
+    };
     "/api/v1/tokens": {
         parameters: {
             query?: never;
@@ -1190,6 +1248,46 @@ export interface components {
     schemas: {
         Accepted: {
             accepted: number;
+        };
+        Admission: {
+            readonly id: number;
+            run: number;
+            run_name: string;
+            owner: string;
+            attempt: number;
+            /** @description The attempt's status now. */
+            status: string;
+            demand: {
+                [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
+            };
+            readonly borrowed: boolean;
+            /** Format: date-time */
+            readonly admitted_at: string;
+            readonly waited_s: number | ("NaN" | "Infinity" | "-Infinity");
+        };
+        AdmittedRun: {
+            run: number;
+            name: string;
+            team: number;
+            project: string;
+            owner: string;
+            recipe: string;
+            priority: number;
+            attempt: number;
+            status: string;
+            demand: {
+                [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
+            };
+            /** @description Admitted beyond its team's quota, on capacity nobody queued for. */
+            borrowed: boolean;
+            /** Format: date-time */
+            admitted_at: string;
+            /** Format: date-time */
+            started_at: string | null;
+            /** @description Steps reported so far. */
+            step: number | null;
+            /** @description Steps the run plans; null: its recipe counts none. */
+            steps: number | null;
         };
         Alert: {
             readonly id: number;
@@ -1625,6 +1723,27 @@ export interface components {
             fields?: {
                 [key: string]: string[];
             };
+        };
+        Eta: {
+            /**
+             * Format: date-time
+             * @description The estimated start (the median replay's).
+             */
+            start?: string;
+            /**
+             * Format: date-time
+             * @description The earliest of the replays' starts.
+             */
+            low?: string;
+            /**
+             * Format: date-time
+             * @description The latest of the replays' starts.
+             */
+            high?: string;
+            /** Format: date-time */
+            estimated_at?: string;
+            /** @description Why there is no estimate, when there is none. */
+            unknown?: string;
         };
         Eval: {
             readonly id: number;
@@ -2149,6 +2268,21 @@ export interface components {
         };
         /** @enum {string} */
         OpsEnum: "+" | "-" | "*";
+        PaginatedAdmissionList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["Admission"][];
+        };
         PaginatedAlertList: {
             /** @example 123 */
             count: number;
@@ -2352,6 +2486,15 @@ export interface components {
             webhook_url?: string;
             webhook_secret?: string;
         };
+        PatchedQuotaInRequest: {
+            /** Format: double */
+            cpu?: number | null;
+            /** Format: double */
+            gpu?: number | null;
+            /** Format: double */
+            weight?: number;
+            borrow?: boolean;
+        };
         PatchedRunEditRequest: {
             /** @description The run's new name. */
             name?: string;
@@ -2388,6 +2531,70 @@ export interface components {
             name: string;
             /** @default  */
             description: string;
+        };
+        Queue: {
+            /** @description The Ray cluster's size; null while Ray cannot be asked. */
+            capacity: {
+                [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
+            } | null;
+            /** @description What all of Barrel's admitted runs reserve. */
+            held: {
+                [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
+            };
+            free: {
+                [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
+            } | null;
+            teams: components["schemas"]["TeamQueue"][];
+            queued: components["schemas"]["QueuedRun"][];
+            admitted: components["schemas"]["AdmittedRun"][];
+        };
+        QueuedRun: {
+            run: number;
+            name: string;
+            team: number;
+            project: string;
+            owner: string;
+            recipe: string;
+            priority: number;
+            /** @description The attempt's number (1 for a new run, more for a resume). */
+            attempt: number;
+            /** Format: date-time */
+            queued_at: string;
+            /** @description What it reserves at once (its first alternative). */
+            demand: {
+                [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
+            };
+            /** @description In its team's queue, 1 = next; null before the first pass. */
+            position: number | null;
+            /** @description What it waits for. */
+            reason: string;
+            /** @description The first runs ahead of it in its team's queue. */
+            ahead: number[];
+            ahead_count: number | null;
+            eta: components["schemas"]["Eta"] | null;
+            waiting_for: string;
+        };
+        Quota: {
+            team: number;
+            slug: string;
+            /** @description CPUs the team's admitted runs may hold; null: no limit. */
+            cpu: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description GPUs the team's admitted runs may hold; null: no limit. */
+            gpu: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Fair share: twice the weight, twice the cluster over time. */
+            weight: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description May run beyond its quota on capacity nobody else queues for. */
+            borrow: boolean;
+            /** @description What its admitted runs reserve now. */
+            holding: {
+                [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
+            };
+            /** @description Its dominant share of the cluster now (0..1). */
+            share: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Its decayed past use, in half-lives at a dominant share of 1. */
+            usage: number | ("NaN" | "Infinity" | "-Infinity");
+            /** Format: date-time */
+            usage_at: string | null;
         };
         Ranking: {
             rows: components["schemas"]["RankingRow"][];
@@ -3704,6 +3911,30 @@ export interface components {
             name: string;
             /** @description Default: made from the name. */
             slug?: string;
+        };
+        TeamQueue: {
+            team: number;
+            slug: string;
+            /** @description CPUs the team's admitted runs may hold; null: no limit. */
+            cpu: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description GPUs the team's admitted runs may hold; null: no limit. */
+            gpu: (number | ("NaN" | "Infinity" | "-Infinity")) | null;
+            /** @description Fair share: twice the weight, twice the cluster over time. */
+            weight: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description May run beyond its quota on capacity nobody else queues for. */
+            borrow: boolean;
+            /** @description What its admitted runs reserve now. */
+            holding: {
+                [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
+            };
+            /** @description Its dominant share of the cluster now (0..1). */
+            share: number | ("NaN" | "Infinity" | "-Infinity");
+            /** @description Its decayed past use, in half-lives at a dominant share of 1. */
+            usage: number | ("NaN" | "Infinity" | "-Infinity");
+            /** Format: date-time */
+            usage_at: string | null;
+            queued: number;
+            admitted: number;
         };
         TeamRef: {
             readonly id: number;
@@ -5872,6 +6103,64 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    queue_retrieve: {
+        parameters: {
+            query?: {
+                /** @description Only this team's queue (one of the caller's teams; any team for a cluster admin). */
+                team?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Queue"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8132,6 +8421,68 @@ export interface operations {
             };
         };
     };
+    teams_admissions_list: {
+        parameters: {
+            query?: {
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                team_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedAdmissionList"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     teams_alerts_list: {
         parameters: {
             query?: {
@@ -8499,6 +8850,122 @@ export interface operations {
             };
             /** @description In conflict with the object's state (such as a run that has ended). */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    teams_quota_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                team_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quota"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    teams_quota_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                team_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedQuotaInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quota"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -351,6 +351,9 @@ class GRPOConfig(RecipeConfig):
 
         return plan_resources(self, cluster).needs(self)
 
+    def planned_steps(self) -> int | None:
+        return self.steps  # RL steps 0..steps-1; the warm start's steps are reported apart
+
     @property
     def uses_sandbox(self) -> bool:
         return self.rewards_run_code or self.tools_run_code

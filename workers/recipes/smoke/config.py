@@ -33,3 +33,6 @@ class SmokeConfig(RecipeConfig):
         # One task at a time is enough to go on: a step's tasks run side by side when the cluster
         # has the CPUs free, one after another in Ray's queue when it has not.
         return {"CPU": self.task_cpus}
+
+    def planned_steps(self) -> int | None:
+        return self.steps
