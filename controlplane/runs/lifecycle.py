@@ -8,11 +8,12 @@ racing workers are harmless.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.dispatch import Signal
@@ -20,6 +21,7 @@ from django.utils import timezone
 
 from controlplane import events
 from controlplane.runs.models import ACTIVE, TERMINAL, Attempt, Run, RunStatus, RunToken
+from controlplane.runs.selectors import runs_with_earlier_attempts
 from controlplane.runs.serializers import RunSummarySerializer
 
 # Attempts that end FAILED (the job failed, or Ray lost it) or CANCELLED lose their run tokens at
@@ -50,6 +52,24 @@ def run_publish_status(run_id: int) -> None:
     def send() -> None:
         run = Run.objects.select_related("project", "project__team", "created_by").get(id=run_id)
         events.publish(run_id, run_event(run))
+
+    transaction.on_commit(send)
+
+
+def runs_publish_status(run_ids: Iterable[int]) -> None:
+    """run_publish_status for many runs: after commit, one query reads them all (with their
+    groups and earlier attempts, which the serializer would otherwise read run by run)."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return
+
+    def send() -> None:
+        runs = runs_with_earlier_attempts(
+            Run.objects.filter(id__in=ids).select_related("project", "project__team", "created_by")
+        ).prefetch_related("groups")
+        # One serializer for all: building a serializer's fields costs more than using them.
+        for data in RunSummarySerializer(runs, many=True).data:
+            events.publish(data["id"], {"type": "run.status", "run": dict(data)})
 
     transaction.on_commit(send)
 
@@ -154,6 +174,48 @@ def run_note_queue(*, run_id: int, note: str, queue: dict[str, Any]) -> bool:
     if changed:
         run_publish_status(run_id)
     return bool(changed)
+
+
+# run_note_queue for many runs in one statement. A note is written as run_note_waiting writes it:
+# only where it differs, a non-empty one only on a QUEUED or active run (keeping waiting_since
+# where a wait goes on), "" clearing waiting_since; the queue wherever it differs. The right-hand
+# sides read the row as it was, so `note_changes` is the same test in every clause.
+_NOTE_QUEUE_SQL = """
+UPDATE runs_run AS r SET
+    queue = v.queue,
+    waiting_for = CASE WHEN {note_changes} THEN v.note ELSE r.waiting_for END,
+    waiting_since = CASE
+        WHEN NOT ({note_changes}) THEN r.waiting_since
+        WHEN v.note = '' THEN NULL
+        ELSE COALESCE(r.waiting_since, %(now)s)
+    END,
+    updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(queues)s::jsonb[], %(notes)s::text[]) AS v(id, queue, note)
+WHERE r.id = v.id AND (r.queue <> v.queue OR ({note_changes}))
+RETURNING r.id
+""".format(note_changes="r.waiting_for <> v.note AND (v.note = '' OR r.status = ANY(%(may_wait)s))")
+
+
+def runs_note_queue(notes: Mapping[int, tuple[str, dict[str, Any]]]) -> list[int]:
+    """run_note_queue for many runs at once ({run id: (note, queue)}): one UPDATE, and one
+    publish after commit of each run whose queue or note changed. Returns those runs' ids."""
+    if not notes:
+        return []
+    ids = sorted(notes)  # rows taken in one order by every caller
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _NOTE_QUEUE_SQL,
+            {
+                "ids": ids,
+                "queues": [json.dumps(notes[i][1]) for i in ids],
+                "notes": [notes[i][0] for i in ids],
+                "now": timezone.now(),
+                "may_wait": sorted(str(status) for status in [*ACTIVE, RunStatus.QUEUED]),
+            },
+        )
+        changed = [row[0] for row in cursor.fetchall()]
+    runs_publish_status(changed)
+    return changed
 
 
 def attempts_active() -> list[Attempt]:

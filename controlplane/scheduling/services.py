@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from controlplane.runs import jobs, tasks
-from controlplane.runs.lifecycle import run_note_queue
+from controlplane.runs.lifecycle import runs_note_queue
 from controlplane.runs.models import Attempt, RunStatus
 from controlplane.runs.resources import cluster_capacity
 from controlplane.scheduling import policy
@@ -144,21 +144,26 @@ def schedule_pass() -> policy.Plan:
                     admitted.append(admit)
         decided.admit = admitted
 
-        current = {str(row["id"]): row["run__queue"] or {} for row in rows}
-        for admit in admitted:
-            run_note_queue(run_id=admit.queued.run_id, note="", queue={})
+        # Each run's note and place, written in one statement for all (run_note_queue's
+        # semantics): the admitted runs' cleared, the waiting runs' where their place changed.
+        # The pass's own fields decide; what others keep there (the estimated start) stays.
+        current = {row["run_id"]: row["run__queue"] or {} for row in rows}
+        notes: dict[int, tuple[str, dict[str, Any]]] = {admit.queued.run_id: ("", {}) for admit in admitted}
         for wait in decided.wait:
-            share = shares.get(wait.queued.team_id)
-            team = share.name if share else f"team {wait.queued.team_id}"
+            was = current.get(wait.queued.run_id, {})
             queue = {
+                **was,
                 "reason": wait.reason,
                 "position": wait.position,
                 "ahead": list(wait.ahead),
                 "ahead_count": wait.ahead_count,
                 "demand": dict(wait.queued.options[0]) if wait.queued.options else {},
             }
-            if current.get(wait.queued.attempt_id) != queue:
-                run_note_queue(run_id=wait.queued.run_id, note=wait_note(wait, team), queue=queue)
+            if queue != was:
+                share = shares.get(wait.queued.team_id)
+                team = share.name if share else f"team {wait.queued.team_id}"
+                notes[wait.queued.run_id] = (wait_note(wait, team), queue)
+        runs_note_queue(notes)
 
         for admit in admitted:
             transaction.on_commit(partial(tasks.attempt_dispatch.delay, admit.queued.attempt_id))
