@@ -1,5 +1,5 @@
-"""``barrel``: submit, list, watch and cancel runs on a Barrel control plane, import metrics, and
-submit sweeps and compare their configs.
+"""``barrel``: submit, list, watch and cancel runs on a Barrel control plane, import metrics,
+submit sweeps and compare their configs, and see the scheduler's queue and the teams' quotas.
 
 Exit codes: 0 success; 1 error (network, API, or the watched run failed); 2 bad usage or a run
 config the control plane rejected; 130 interrupted.
@@ -23,6 +23,16 @@ from barrel_cli.config import DEFAULT_URL, config_path, load_config, normalize_u
 from barrel_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError
 from barrel_cli.formatting import project_label, runs_table
 from barrel_cli.importer import DEFAULT_BATCH, DEFAULT_PARALLEL, FORMATS, MAX_BATCH, MAX_PARALLEL, run_import
+from barrel_cli.queue import (
+    fetch_queue,
+    queue_report,
+    quota_changes,
+    quota_report,
+    resolve_team,
+    set_quota,
+    teams_table,
+    watch_queue,
+)
 from barrel_cli.submission import build_submission
 from barrel_cli.watch import watch
 
@@ -120,6 +130,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("cancel", help="cancel a run", description="Cancel a run.")
     p.add_argument("run_id", metavar="ID", type=_run_id)
+
+    p = sub.add_parser(
+        "queue",
+        help="the scheduler's queue: waiting runs, their reasons and estimated starts",
+        description="The runs waiting for admission, in the scheduler's order per team, with what each "
+        "waits for and its estimated start (with a range); the runs admitted; each team's quota and what "
+        "it holds. Your teams, or every team for a cluster admin.",
+    )
+    p.add_argument("--team", metavar="SLUG_OR_ID", help="only this team's queue")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--watch", "-w", action="store_true", help="redraw every few seconds until Ctrl-C")
+    out.add_argument("--json", action="store_true", help="print the queue as JSON")
+
+    p = sub.add_parser(
+        "quota",
+        help="show or set a team's quota",
+        description="Show the teams' quotas (what their admitted runs may hold), weights and what they hold "
+        "now; with --cpu/--gpu/--weight/--borrow, set a team's (cluster admins only).",
+    )
+    p.add_argument("team", nargs="?", metavar="TEAM", help="team slug or id (default: every team you can see)")
+    p.add_argument("--cpu", metavar="N|none", help="CPUs its admitted runs may hold; none: no limit")
+    p.add_argument("--gpu", metavar="N|none", help="GPUs its admitted runs may hold; none: no limit")
+    p.add_argument("--weight", type=float, metavar="W", help="fair-share weight (twice the weight, twice the share)")
+    p.add_argument("--borrow", action=argparse.BooleanOptionalAction, default=None,
+                   help="may run beyond its quota on capacity nobody else queues for")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the quota(s) as JSON")
 
     p = sub.add_parser(
         "import",
@@ -378,6 +414,46 @@ def cmd_import(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         )
 
 
+def cmd_queue(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    api, _ = _api(environ)
+    with api:
+        team_id = resolve_team(api, args.team) if args.team else None
+        if args.watch:
+            return watch_queue(api, team_id, sys.stdout)
+        queue = fetch_queue(api, team_id)
+    print(json.dumps(queue, indent=2) if args.json else queue_report(queue))
+    return 0
+
+
+def cmd_quota(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    changes = quota_changes(args.cpu, args.gpu, args.weight, args.borrow)
+    api, _ = _api(environ)
+    with api:
+        if changes:
+            if not args.team:
+                raise CliError("setting a quota needs the TEAM (slug or id)", exit_code=EXIT_USAGE)
+            try:
+                quota = set_quota(api, resolve_team(api, args.team), changes)
+            except ApiError as exc:
+                if exc.status == 400:
+                    return _refused("quota", exc)
+                raise
+            shown: Any = quota
+        elif args.team:
+            shown = api.get(f"teams/{resolve_team(api, args.team)}/quota")
+        else:
+            shown = fetch_queue(api, None).get("teams", [])
+    if args.json:
+        print(json.dumps(shown, indent=2))
+    elif isinstance(shown, list):
+        print(teams_table(shown) if shown else "no teams")
+    else:
+        if changes:
+            print(f"quota of {shown.get('slug')} set")
+        print(quota_report(shown))
+    return 0
+
+
 COMMANDS = {
     "login": cmd_login,
     "submit": cmd_submit,
@@ -387,6 +463,8 @@ COMMANDS = {
     "watch": cmd_watch,
     "cancel": cmd_cancel,
     "import": cmd_import,
+    "queue": cmd_queue,
+    "quota": cmd_quota,
 }
 
 
