@@ -22,6 +22,34 @@ class RunGroupRefSerializer(serializers.ModelSerializer[RunGroup]):
         fields = ["id", "name", "kind"]
 
 
+class RunQueueEtaSerializer(serializers.Serializer[Any]):
+    start = serializers.DateTimeField(required=False, help_text="The estimated start (the median replay's).")
+    low = serializers.DateTimeField(required=False, help_text="The earliest of the replays' starts.")
+    high = serializers.DateTimeField(required=False, help_text="The latest of the replays' starts.")
+    estimated_at = serializers.DateTimeField(required=False)
+    unknown = serializers.CharField(required=False, help_text="Why there is no estimate, when there is none.")
+
+
+class RunQueueSerializer(serializers.Serializer[Any]):
+    """Where a QUEUED run stands (Run.queue, written by the scheduler); every field is absent once
+    it is admitted."""
+
+    reason = serializers.CharField(required=False, help_text="What it waits for.")
+    position = serializers.IntegerField(required=False, allow_null=True, help_text="In its team's queue, 1 = next.")
+    ahead = serializers.ListField(
+        child=serializers.IntegerField(), required=False, help_text="The first runs ahead of it in its team's queue."
+    )
+    ahead_count = serializers.IntegerField(required=False, allow_null=True, help_text="How many runs are ahead.")
+    demand = serializers.DictField(
+        child=serializers.FloatField(), required=False, help_text='What it reserves at once ("CPU", "GPU").'
+    )
+    eta = RunQueueEtaSerializer(
+        required=False,
+        allow_null=True,
+        help_text="Its estimated start and range, or {unknown: why}; absent or null before the first estimate.",
+    )
+
+
 class RunSummarySerializer(serializers.ModelSerializer[Run]):
     project = ProjectSerializer(read_only=True)
     groups = RunGroupRefSerializer(many=True, read_only=True, help_text="The groups (sweeps) the run is in.")
@@ -34,12 +62,11 @@ class RunSummarySerializer(serializers.ModelSerializer[Run]):
     waiting_since = serializers.DateTimeField(
         read_only=True, allow_null=True, help_text="When the wait in waiting_for began; null when nothing waits."
     )
-    queue = serializers.JSONField(
+    queue = RunQueueSerializer(
         read_only=True,
-        help_text="While the run waits for admission (QUEUED): {reason, position, ahead, demand, eta, "
-        "eta_low, eta_high}: what it waits for (a quota or the cluster's capacity), its place in its "
-        "team's queue (1 = next), the runs ahead of it, what it reserves, and its estimated start with "
-        "a range (ISO times; null when no estimate). {} once it is admitted.",
+        help_text="While the run waits for admission (QUEUED): what it waits for (a quota or the cluster's "
+        "capacity), its place in its team's queue (1 = next), the runs ahead of it, what it reserves, and "
+        "its estimated start with a range. {} once it is admitted (every field is then absent).",
     )
     earlier_attempts_s = serializers.SerializerMethodField(
         help_text="Seconds the run's earlier attempts ran (a resumed run). Its duration is this plus "

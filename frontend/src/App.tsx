@@ -17,6 +17,7 @@ import { GroupPage } from "./pages/groups/GroupPage";
 import { GroupsPage } from "./pages/groups/GroupsPage";
 import { LoginPage } from "./pages/login/LoginPage";
 import { MlflowLinkPage } from "./pages/mlflow/MlflowLinkPage";
+import { QueuePage } from "./pages/queue/QueuePage";
 import { RunPage } from "./pages/run/RunPage";
 import { RunsPage } from "./pages/runs/RunsPage";
 import { SubmitPage } from "./pages/submit/SubmitPage";
@@ -54,6 +55,8 @@ export function App() {
         <Route path="teams/:id/failures" element={<TriagePage />} />
         <Route path="alerts" element={<AlertsIndexPage />} />
         <Route path="teams/:id/alerts" element={<TeamAlertsPage />} />
+        <Route path="queue" element={<QueuePage />} />
+        <Route path="teams/:id/queue" element={<QueuePage />} />
         <Route path="*" element={<NotFound />} />
       </Route>
     </Routes>

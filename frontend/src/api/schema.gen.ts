@@ -3442,8 +3442,8 @@ export interface components {
              */
             readonly waiting_since: string | null;
             priority: number;
-            /** @description While the run waits for admission (QUEUED): {reason, position, ahead, demand, eta, eta_low, eta_high}: what it waits for (a quota or the cluster's capacity), its place in its team's queue (1 = next), the runs ahead of it, what it reserves, and its estimated start with a range (ISO times; null when no estimate). {} once it is admitted. */
-            readonly queue: unknown;
+            /** @description While the run waits for admission (QUEUED): what it waits for (a quota or the cluster's capacity), its place in its team's queue (1 = next), the runs ahead of it, what it reserves, and its estimated start with a range. {} once it is admitted (every field is then absent). */
+            readonly queue: components["schemas"]["RunQueue"];
             /** @description The groups (sweeps) the run is in. */
             readonly groups: components["schemas"]["RunGroupRef"][];
             config: unknown;
@@ -3548,6 +3548,47 @@ export interface components {
             run: number;
             key: string;
         };
+        /**
+         * @description Where a QUEUED run stands (Run.queue, written by the scheduler); every field is absent once
+         *     it is admitted.
+         */
+        RunQueue: {
+            /** @description What it waits for. */
+            reason?: string;
+            /** @description In its team's queue, 1 = next. */
+            position?: number | null;
+            /** @description The first runs ahead of it in its team's queue. */
+            ahead?: number[];
+            /** @description How many runs are ahead. */
+            ahead_count?: number | null;
+            /** @description What it reserves at once ("CPU", "GPU"). */
+            demand?: {
+                [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
+            };
+            /** @description Its estimated start and range, or {unknown: why}; absent or null before the first estimate. */
+            eta?: components["schemas"]["RunQueueEta"] | null;
+        };
+        RunQueueEta: {
+            /**
+             * Format: date-time
+             * @description The estimated start (the median replay's).
+             */
+            start?: string;
+            /**
+             * Format: date-time
+             * @description The earliest of the replays' starts.
+             */
+            low?: string;
+            /**
+             * Format: date-time
+             * @description The latest of the replays' starts.
+             */
+            high?: string;
+            /** Format: date-time */
+            estimated_at?: string;
+            /** @description Why there is no estimate, when there is none. */
+            unknown?: string;
+        };
         RunResumeRequest: {
             /** @description Checkpoint id; default: the run's latest checkpoint. */
             checkpoint?: number;
@@ -3635,8 +3676,8 @@ export interface components {
              */
             readonly waiting_since: string | null;
             priority: number;
-            /** @description While the run waits for admission (QUEUED): {reason, position, ahead, demand, eta, eta_low, eta_high}: what it waits for (a quota or the cluster's capacity), its place in its team's queue (1 = next), the runs ahead of it, what it reserves, and its estimated start with a range (ISO times; null when no estimate). {} once it is admitted. */
-            readonly queue: unknown;
+            /** @description While the run waits for admission (QUEUED): what it waits for (a quota or the cluster's capacity), its place in its team's queue (1 = next), the runs ahead of it, what it reserves, and its estimated start with a range. {} once it is admitted (every field is then absent). */
+            readonly queue: components["schemas"]["RunQueue"];
             /** @description The groups (sweeps) the run is in. */
             readonly groups: components["schemas"]["RunGroupRef"][];
         };
@@ -3678,8 +3719,8 @@ export interface components {
              */
             readonly waiting_since: string | null;
             priority: number;
-            /** @description While the run waits for admission (QUEUED): {reason, position, ahead, demand, eta, eta_low, eta_high}: what it waits for (a quota or the cluster's capacity), its place in its team's queue (1 = next), the runs ahead of it, what it reserves, and its estimated start with a range (ISO times; null when no estimate). {} once it is admitted. */
-            readonly queue: unknown;
+            /** @description While the run waits for admission (QUEUED): what it waits for (a quota or the cluster's capacity), its place in its team's queue (1 = next), the runs ahead of it, what it reserves, and its estimated start with a range. {} once it is admitted (every field is then absent). */
+            readonly queue: components["schemas"]["RunQueue"];
             /** @description The groups (sweeps) the run is in. */
             readonly groups: components["schemas"]["RunGroupRef"][];
             /** @description Each chosen key the run has, by key. */

@@ -133,6 +133,35 @@ describe("the run page", () => {
     }
   });
 
+  it("shows a queued run's reason, estimated start, place and the runs ahead, with a link to the queue", async () => {
+    const at = (seconds: number) => new Date(Date.now() + seconds * 1000).toISOString();
+    runPageApi({
+      [RUN]: () =>
+        runDetail({
+          status: "QUEUED",
+          started_at: null,
+          waiting_for: "queued: t's quota: 1 of 1 CPU in use, this run needs 1 (2nd in t's queue)",
+          queue: {
+            reason: "t's quota: 1 of 1 CPU in use, this run needs 1",
+            position: 2,
+            ahead: [4],
+            ahead_count: 1,
+            demand: { CPU: 1 },
+            eta: { start: at(245), low: at(185), high: at(365), estimated_at: at(-2) },
+          },
+        }),
+      "GET /api/v1/runs/5/metrics/keys": () => ({ keys: [] }),
+    });
+    renderRun();
+    const banner = await screen.findByTestId("run-waiting");
+    expect(banner.querySelector("h2")?.textContent).toBe("Queued: waiting for admission");
+    expect(screen.getByTestId("queued-reason").textContent).toBe("t's quota: 1 of 1 CPU in use, this run needs 1");
+    expect(screen.getByTestId("eta").textContent).toBe("in ~4 min (3–6 min)");
+    expect(screen.getByTestId("queued-place").textContent).toBe("2nd in its team's queue, after #4");
+    expect(screen.getByRole("link", { name: "#4" }).getAttribute("href")).toBe("/runs/4");
+    expect(screen.getByTestId("queue-link").getAttribute("href")).toBe("/teams/1/queue");
+  });
+
   it("shows why a run failed, with its log tail", async () => {
     runPageApi({
       [RUN]: () => runDetail({ status: "FAILED", failure_reason: "OOM", log_tail: "Killed" }),

@@ -11,6 +11,9 @@ import { useNow } from "../../components/useNow";
 import { formatDateTime, formatDuration, plural, runDurationMs } from "../../format";
 import { ArtifactsPanel } from "./ArtifactsPanel";
 import { sandboxRecord, shortCode, waitingParts } from "./attempts";
+import { isQueuedForAdmission, queuedParts } from "./queued";
+import { EtaCell } from "../queue/QueuePage";
+import { formatResources } from "../queue/format";
 import {
   DEFAULT_VIEW,
   distributionsOf,
@@ -65,7 +68,11 @@ function RunView({ runId }: { runId: number }) {
   return (
     <article className="run-page">
       <RunHeader run={run.data} live={live} />
-      {run.data.waiting_for && !isTerminal(run.data.status) ? <WaitingBanner run={run.data} /> : null}
+      {isQueuedForAdmission(run.data) ? (
+        <QueuedBanner run={run.data} />
+      ) : run.data.waiting_for && !isTerminal(run.data.status) ? (
+        <WaitingBanner run={run.data} />
+      ) : null}
       {run.data.status === "FAILED" ? <FailureBox run={run.data} /> : null}
       <CheckpointsPanel run={run.data} />
       <HumanEvalPanel runId={runId} />
@@ -200,6 +207,64 @@ function WaitingBanner({ run }: { run: RunDetail }) {
         {Number.isNaN(since) ? "" : `For ${formatDuration(now - since)}. `}
         Ray holds this work back until the cluster has room for it: it starts by itself once other
         runs finish or are cancelled, or once nodes are added.
+      </p>
+    </section>
+  );
+}
+
+/**
+ * The run waits for the scheduler to admit it: what it waits for, its place in its team's queue
+ * and the runs ahead of it, its estimated start with a range, and the team's queue page.
+ */
+function QueuedBanner({ run }: { run: RunDetail }) {
+  const now = useNow(1000);
+  const { reason, place, ahead, more } = queuedParts(run);
+  const since = run.waiting_since ? Date.parse(run.waiting_since) : Number.NaN;
+  const needs = formatResources(run.queue.demand);
+  return (
+    <section className="waiting queued" data-testid="run-waiting" role="status">
+      <h2>Queued: waiting for admission</h2>
+      <p className="waiting-detail" data-testid="queued-reason">
+        {reason || "waiting for the next scheduling pass"}
+      </p>
+      <dl className="queued-facts">
+        <dt>Estimated start</dt>
+        <dd data-testid="queued-eta">
+          <EtaCell eta={run.queue.eta} now={now} />
+        </dd>
+        {place ? (
+          <>
+            <dt>Place</dt>
+            <dd data-testid="queued-place">
+              {place}
+              {ahead.length ? (
+                <>
+                  {", after "}
+                  {ahead.map((id, i) => (
+                    <span key={id}>
+                      {i > 0 ? ", " : ""}
+                      <Link to={`/runs/${id}`}>#{id}</Link>
+                    </span>
+                  ))}
+                  {more ? ` and ${plural(more, "more run", "more runs")}` : ""}
+                </>
+              ) : null}
+            </dd>
+          </>
+        ) : null}
+        {needs !== "–" ? (
+          <>
+            <dt>Needs</dt>
+            <dd className="num">{needs}</dd>
+          </>
+        ) : null}
+      </dl>
+      <p className="muted small">
+        {Number.isNaN(since) ? "" : `Queued for ${formatDuration(now - since)}. `}
+        The scheduler admits it once its team's quota and the cluster have room for all it needs at once.{" "}
+        <Link to={`/teams/${run.project.team.id}/queue`} data-testid="queue-link">
+          See the queue
+        </Link>
       </p>
     </section>
   );
