@@ -349,7 +349,7 @@ class Stack:
         log("applying migrations")
         self._run([sys.executable, "manage.py", "migrate", "--noinput"])
 
-    def bootstrap(self, username: str, password: str, team: str) -> None:
+    def bootstrap(self, username: str, password: str, team: str, *, superuser: bool = False) -> None:
         self._run(
             [
                 sys.executable,
@@ -361,6 +361,7 @@ class Stack:
                 password,
                 "--team",
                 team,
+                *(["--superuser"] if superuser else []),
             ]
         )
 

@@ -118,6 +118,8 @@ RECONCILE_INTERVAL_S = env_float("BARREL_RECONCILE_INTERVAL_S", 2.0)
 # often; a team's past use counts half after each half-life (fair share, as Slurm's decay).
 SCHEDULER_INTERVAL_S = env_float("BARREL_SCHEDULER_INTERVAL_S", 5.0)
 SCHEDULER_USAGE_HALF_LIFE_S = env_float("BARREL_SCHEDULER_USAGE_HALF_LIFE_S", 24 * 3600.0)
+# A run asked to checkpoint and stop for another (preemption) is stopped after this long.
+SCHEDULER_PREEMPT_GRACE_S = env_float("BARREL_SCHEDULER_PREEMPT_GRACE_S", 600.0)
 # Queued runs' estimated start times are made again this often (apart from the pass).
 SCHEDULER_ETA_INTERVAL_S = env_float("BARREL_SCHEDULER_ETA_INTERVAL_S", 10.0)
 ROLLUP_SWEEP_INTERVAL_S = env_float("BARREL_ROLLUP_SWEEP_INTERVAL_S", 10.0)

@@ -53,13 +53,15 @@ from controlplane.runs.api import (
     RecipeListView,
     RunCancelView,
     RunCloneView,
+    RunControlView,
     RunDetailView,
     RunEnvironmentView,
     RunFinishView,
     RunListView,
+    RunPreemptedView,
     SweepView,
 )
-from controlplane.scheduling.api import QueueView, TeamAdmissionsView, TeamQuotaView
+from controlplane.scheduling.api import QueueView, TeamAdmissionsView, TeamPreemptionsView, TeamQuotaView
 from controlplane.teams.api import (
     MemberDetailView,
     MemberListView,
@@ -119,6 +121,8 @@ api_v1 = [
     path("runs/<id:run_id>/finish", RunFinishView.as_view()),
     path("runs/<id:run_id>/resume", RunResumeView.as_view()),
     path("runs/<id:run_id>/environment", RunEnvironmentView.as_view()),
+    path("runs/<id:run_id>/control", RunControlView.as_view()),
+    path("runs/<id:run_id>/preempted", RunPreemptedView.as_view()),
     # POST with `Authorization: Bearer` and a JSON body is served before Django, by the ASGI route
     # controlplane.metrics.ingest_route.IngestRoute (wrapped around Django in asgi.py): metric
     # batches are the hottest request there is, and skip DRF's per-request cost there, with the
@@ -171,6 +175,7 @@ api_v1 = [
     path("queue", QueueView.as_view()),
     path("teams/<id:team_id>/quota", TeamQuotaView.as_view()),
     path("teams/<id:team_id>/admissions", TeamAdmissionsView.as_view()),
+    path("teams/<id:team_id>/preemptions", TeamPreemptionsView.as_view()),
 ]
 
 urlpatterns = [

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import workers
-from workers.context import ResumePoint, RunContext
+from workers.context import Preempted, ResumePoint, RunContext
 from workers.recipes import RecipeSpec, get_recipe
 from workers.report.client import ApiClient, ApiError
 from workers.report.reporter import Reporter
@@ -293,6 +293,11 @@ def _run_job(env: JobEnv, api: ApiClient) -> int:
         )
         try:
             runner(config, ctx)
+        except Preempted as stop:
+            log.warning(
+                "run %s stops for a preemption after step %d; it resumes from its checkpoint", env.run_id, stop.step
+            )
+            return EXIT_OK
         except Terminated:
             close_timeout = CLOSE_TIMEOUT_AFTER_SIGTERM_S
             log.warning("stopped by SIGTERM")

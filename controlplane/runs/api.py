@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -11,8 +12,8 @@ from rest_framework.views import APIView
 from controlplane.api import ApiError, ErrorSerializer, InputSerializer, Pagination, int_schema, query_int
 from controlplane.auth.access import accessible_run
 from controlplane.limits import MAX_BIGINT
-from controlplane.runs import groups, selectors, services
-from controlplane.runs.models import RunGroup, RunGroupKind, RunToken
+from controlplane.runs import groups, preemption, selectors, services
+from controlplane.runs.models import Attempt, Run, RunGroup, RunGroupKind, RunToken
 from controlplane.runs.serializers import (
     RUN_LIST_PARAMETERS,
     EnvironmentSerializer,
@@ -283,3 +284,61 @@ class GroupRunsView(APIView):
         data.is_valid(raise_exception=True)
         groups.group_add_runs(user=request.user, group=group, run_ids=data.validated_data["runs"])
         return _group_detail(request, group_id)
+
+
+class RunControlSerializer(serializers.Serializer[Any]):
+    preempt = serializers.BooleanField(
+        help_text="Checkpoint at the next step boundary and stop: another run needs room."
+    )
+    reason = serializers.CharField(help_text="Why, for the job's log.")
+    requested_at = serializers.DateTimeField(allow_null=True)
+
+
+class RunPreemptedIn(InputSerializer):
+    step = serializers.IntegerField(
+        min_value=0, max_value=MAX_BIGINT, help_text="Steps completed and in the checkpoint just registered."
+    )
+
+
+def _current_attempt(run: Run) -> Attempt | None:
+    return run.attempts.order_by("-number").first()
+
+
+class RunControlView(APIView):
+    run_token_allowed = True
+
+    @extend_schema(
+        responses={200: RunControlSerializer, 404: ErrorSerializer},
+        summary="What the control plane asks of the run's job now: whether to checkpoint and stop (preemption)",
+        description="The job reads it at its step boundaries (every few seconds at most).",
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = accessible_run(request, run_id)
+        attempt = request.auth.attempt if isinstance(request.auth, RunToken) else _current_attempt(run)
+        asked = attempt is not None and attempt.preempt_requested_at is not None
+        return Response(
+            {
+                "preempt": asked,
+                "reason": attempt.preempt_reason if attempt is not None and asked else "",
+                "requested_at": attempt.preempt_requested_at if attempt is not None else None,
+            }
+        )
+
+
+class RunPreemptedView(APIView):
+    run_token_allowed = True
+
+    @extend_schema(
+        request=RunPreemptedIn,
+        responses={200: None, 403: ErrorSerializer, 409: ErrorSerializer},
+        summary="The job checkpointed and stops for the preemption it was asked for (its own run token only)",
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        accessible_run(request, run_id)
+        if not isinstance(request.auth, RunToken):
+            raise ApiError("Only the run's job says where it stopped.", code="permission_denied", status_code=403)
+        data = RunPreemptedIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        if not preemption.attempt_preempt_stopped(attempt_id=request.auth.attempt_id, step=data.validated_data["step"]):
+            raise ApiError("This attempt was not asked to stop.", code="conflict", status_code=409)
+        return Response({"ok": True})

@@ -92,7 +92,16 @@ class Attempt(models.Model):
     # list of alternatives in order of preference (a recipe that may run on GPUs or, failing
     # that, on CPUs has two), each {resource: amount}. Fixed at creation (runs.services).
     demand = models.JSONField(default=list, blank=True)
-    # Set on attempts made by `POST /runs/{id}/resume`: the job loads this checkpoint first.
+    # Preemption (controlplane.scheduling asks; runs.services.attempt_preempt_request): when and
+    # why the job was asked to checkpoint and stop for another run. The job reads it from
+    # `GET /runs/{id}/control` at its step boundaries and says at which step it stopped
+    # (`preempted_step`); its attempt then ends CANCELLED and the run queues again, resuming
+    # from its latest checkpoint (runs.services.attempt_requeue_preempted).
+    preempt_requested_at = models.DateTimeField(null=True, blank=True)
+    preempt_reason = models.TextField(blank=True, default="")
+    preempted_step = models.BigIntegerField(null=True, blank=True)
+    # Set on attempts made by `POST /runs/{id}/resume` or by a preemption's requeue: the job
+    # loads this checkpoint first.
     resume_from = models.ForeignKey(
         "checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

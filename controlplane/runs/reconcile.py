@@ -44,6 +44,8 @@ class Outcome:
     stop: bool = False
     redispatch: bool = False
     note: str | None = None
+    # A preempted attempt whose job ended: end it and queue its run again (runs.preemption).
+    requeue: bool = False
 
 
 def _outcome(attempt: Attempt, label: str, **fields: Any) -> Outcome:
@@ -54,6 +56,10 @@ def attempt_check(attempt: Attempt, info: Any) -> Outcome:
     """The outcome for an attempt whose job Ray knows (`info`: Ray's JobDetails)."""
     status = str(getattr(info.status, "value", info.status))
     cancelling = attempt.status == RunStatus.CANCELLING
+    if attempt.preempt_requested_at is not None and not cancelling:
+        preempted = _preempted(attempt, status)
+        if preempted is not None:
+            return preempted
     if status == "PENDING":
         return _outcome(attempt, "pending", stop=cancelling)
     if status == "RUNNING":
@@ -71,6 +77,20 @@ def attempt_check(attempt: Attempt, info: Any) -> Outcome:
             return _outcome(attempt, "cancelled", frm=(RunStatus.CANCELLING,), to=RunStatus.CANCELLED, **ended)
         return _outcome(attempt, "failed", frm=(RunStatus.DISPATCHING, RunStatus.RUNNING), to=RunStatus.FAILED, **ended)
     return _outcome(attempt, status.lower())
+
+
+def _preempted(attempt: Attempt, status: str) -> Outcome | None:
+    """The outcome for an attempt asked to make room (runs.preemption), or None to read Ray's
+    status as for any attempt: a job that ended without saying it stopped for the preemption
+    (it finished, or failed) ends as it would have."""
+    if status in ("SUCCEEDED", "FAILED", "STOPPED") and (attempt.preempted_step is not None or status == "STOPPED"):
+        return _outcome(attempt, "preempted", requeue=True)
+    asked_s = (timezone.now() - attempt.preempt_requested_at).total_seconds() if attempt.preempt_requested_at else 0.0
+    if status in ("PENDING", "RUNNING") and asked_s > settings.SCHEDULER_PREEMPT_GRACE_S:
+        return _outcome(attempt, "preempt-overdue", stop=True)
+    if status in ("PENDING", "RUNNING"):
+        return _outcome(attempt, "preempting")
+    return None
 
 
 def attempt_check_missing(attempt: Attempt) -> Outcome:
@@ -117,5 +137,7 @@ def attempts_check() -> list[Outcome]:
             logger.exception("reconcile: attempt %s", attempt.id)
             outcomes.append(_outcome(attempt, "error"))
             continue
+        if attempt.preempt_requested_at is not None and attempt.status == RunStatus.RUNNING:
+            note = f"preempting: checkpointing to make room ({attempt.preempt_reason})"
         outcomes.append(replace(outcome, note=note))
     return outcomes

@@ -124,6 +124,9 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
             "hostname",
             "sandbox",
             "resume_from",
+            "preempt_requested_at",
+            "preempt_reason",
+            "preempted_step",
         ]
 
 

@@ -13,6 +13,7 @@ from django.conf import settings
 from controlplane.celery import once_per_interval
 from controlplane.runs import dispatch, jobs, reconcile
 from controlplane.runs.lifecycle import run_note_waiting, transition
+from controlplane.runs.preemption import attempt_requeue_preempted
 
 logger = logging.getLogger(__name__)
 
@@ -70,12 +71,16 @@ def outcome_apply(outcome: reconcile.Outcome) -> str:
     2. Move the attempt to its new status.
     3. Dispatch it again, unless a dispatch is still retrying: "dispatching" then.
     4. Store its run's waiting note.
+    A preempted attempt whose job ended is ended and its run queued again instead (2 to 4).
     """
     label = outcome.label
     if outcome.stop:
         dispatch.job_stop(attempt_id=outcome.attempt_id)
     if outcome.to is not None:
         transition(outcome.attempt_id, outcome.frm, outcome.to, reason=outcome.reason, log_tail=outcome.log_tail)
+    if outcome.requeue:
+        attempt_requeue_preempted(outcome.attempt_id)
+        return label
     if outcome.redispatch:
         if jobs.redispatch_claim(outcome.attempt_id):
             attempt_dispatch.delay(outcome.attempt_id)

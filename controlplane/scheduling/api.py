@@ -19,8 +19,8 @@ from rest_framework.views import APIView
 from controlplane.api import ApiError, ErrorSerializer, InputSerializer, Pagination, query_int
 from controlplane.auth.access import accessible_team
 from controlplane.limits import MAX_BIGINT
-from controlplane.scheduling import selectors
-from controlplane.scheduling.models import Admission, Quota
+from controlplane.scheduling import policy, selectors
+from controlplane.scheduling.models import Admission, Preemption, Quota
 from controlplane.scheduling.tasks import schedule
 
 MAX_RESOURCE = 1e6
@@ -88,6 +88,11 @@ class QuotaSerializer(serializers.Serializer[Any]):
     gpu = serializers.FloatField(allow_null=True, help_text="GPUs the team's admitted runs may hold; null: no limit.")
     weight = serializers.FloatField(help_text="Fair share: twice the weight, twice the cluster over time.")
     borrow = serializers.BooleanField(help_text="May run beyond its quota on capacity nobody else queues for.")
+    preemption = serializers.ChoiceField(
+        choices=list(policy.PREEMPTION_POLICIES),
+        help_text="Which admitted runs its waiting runs may ask to checkpoint and make room: never; borrowed "
+        "(other teams' runs beyond their quota); lower_priority (those, and its own runs of a lower priority).",
+    )
     holding = serializers.DictField(child=serializers.FloatField(), help_text="What its admitted runs reserve now.")
     share = serializers.FloatField(help_text="Its dominant share of the cluster now (0..1).")
     usage = serializers.FloatField(help_text="Its decayed past use, in half-lives at a dominant share of 1.")
@@ -119,6 +124,7 @@ class QuotaIn(InputSerializer):
     gpu = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=MAX_RESOURCE)
     weight = serializers.FloatField(required=False, min_value=MIN_WEIGHT, max_value=MAX_WEIGHT)
     borrow = serializers.BooleanField(required=False)
+    preemption = serializers.ChoiceField(choices=list(policy.PREEMPTION_POLICIES), required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         for name, value in attrs.items():
@@ -231,3 +237,36 @@ class TeamAdmissionsView(APIView):
         paginator = Pagination()
         page = list(paginator.paginate_queryset(selectors.admissions_of(team), request, self) or [])
         return paginator.get_paginated_response(AdmissionSerializer(page, many=True).data)
+
+
+class PreemptionSerializer(serializers.ModelSerializer[Preemption]):
+    run = serializers.IntegerField(source="attempt.run_id", help_text="The run that made room.")
+    run_name = serializers.CharField(source="attempt.run.name")
+    attempt = serializers.IntegerField(source="attempt.number")
+    team = serializers.CharField(source="team.slug", help_text="The team of the run that made room.")
+    for_run = serializers.IntegerField(source="for_run_id", allow_null=True, help_text="The run it made room for.")
+    for_team = serializers.CharField(source="for_team.slug")
+    stopped_after_step = serializers.IntegerField(source="attempt.preempted_step", allow_null=True)
+    outcome = serializers.CharField(
+        source="attempt.failure_reason", help_text="How the attempt ended; empty while it stops."
+    )
+
+    class Meta:
+        model = Preemption
+        fields = ["id", "run", "run_name", "attempt", "team", "for_run", "for_team", "reason", "requested_at",
+                  "stopped_after_step", "outcome"]  # fmt: skip
+        read_only_fields = fields
+
+
+class TeamPreemptionsView(APIView):
+    pagination_class = Pagination
+
+    @extend_schema(
+        responses={200: PreemptionSerializer(many=True), 404: ErrorSerializer},
+        summary="Preemptions the team's runs underwent or asked for, newest first: the scheduler's audit",
+    )
+    def get(self, request: Request, team_id: int) -> Response:
+        team = _team_for_quota(request, team_id)
+        paginator = Pagination()
+        page = list(paginator.paginate_queryset(selectors.preemptions_of(team), request, self) or [])
+        return paginator.get_paginated_response(PreemptionSerializer(page, many=True).data)

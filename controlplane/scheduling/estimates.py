@@ -37,6 +37,7 @@ from controlplane.runs.models import Attempt, RunStatus
 from controlplane.runs.resources import cluster_capacity
 from controlplane.scheduling import eta, policy
 from controlplane.scheduling.models import Admission, Quota
+from controlplane.scheduling.services import HOLDING, queued_of
 from controlplane.teams.models import Team
 from workers.recipes import get_recipe
 
@@ -46,7 +47,6 @@ STEP_KEY = "time/step_s"
 RECENT_STEPS = 50
 HISTORY_RUNS = 20
 ETA_MOVE_S = 30.0
-HOLDING = (RunStatus.QUEUED, RunStatus.DISPATCHING, RunStatus.RUNNING, RunStatus.CANCELLING)
 
 
 @lru_cache(maxsize=4096)
@@ -138,15 +138,7 @@ def _shares(team_ids: set[int]) -> dict[int, policy.Share]:
     slugs = dict(Team.objects.filter(id__in=team_ids).values_list("id", "slug"))
     shares = {}
     for quota in Quota.objects.filter(team_id__in=team_ids):
-        limits = {name: limit for name, limit in (("CPU", quota.cpu), ("GPU", quota.gpu)) if limit is not None}
-        shares[quota.team_id] = policy.Share(
-            team_id=quota.team_id,
-            name=slugs.get(quota.team_id, f"team {quota.team_id}"),
-            limits=limits,
-            weight=quota.weight,
-            usage=quota.usage,
-            borrow=quota.borrow,
-        )
+        shares[quota.team_id] = quota.share(slugs.get(quota.team_id, f"team {quota.team_id}"))
     return shares
 
 
@@ -205,17 +197,7 @@ def estimate_starts(now: datetime | None = None) -> dict[int, dict[str, Any]]:
     )
     if not rows:
         return {}
-    queued = [
-        policy.Queued(
-            attempt_id=str(row["id"]),
-            run_id=row["run_id"],
-            team_id=row["run__project__team_id"],
-            priority=row["run__priority"],
-            queued_at=row["created_at"].timestamp(),
-            options=tuple(row["demand"] or ()),
-        )
-        for row in rows
-    ]
+    queued = queued_of(rows)
     admitted = _admitted()
     history = History([row["run__recipe"] for row in rows] + [row["attempt__run__recipe"] for row in admitted])
     busy = _busy(admitted, history, now)

@@ -50,6 +50,13 @@ class Held:
     demand: Resources
 
 
+# Which admitted runs a team's waiting runs may preempt (Share.preemption).
+NEVER = "never"
+BORROWED = "borrowed"  # runs of other teams admitted beyond their quota: reclaiming what was lent
+LOWER_PRIORITY = "lower_priority"  # those, and the team's own runs of a lower priority
+PREEMPTION_POLICIES = (NEVER, BORROWED, LOWER_PRIORITY)
+
+
 @dataclass(frozen=True)
 class Share:
     team_id: int
@@ -58,6 +65,7 @@ class Share:
     weight: float = 1.0
     usage: float = 0.0  # decayed past use, in half-lives at a dominant share of 1
     borrow: bool = True
+    preemption: str = BORROWED
 
 
 @dataclass(frozen=True)
@@ -266,3 +274,105 @@ def plan(
                 )
             )
     return result
+
+
+@dataclass(frozen=True)
+class Running:
+    """An admitted attempt as preemption sees it."""
+
+    attempt_id: str
+    run_id: int
+    team_id: int
+    priority: int
+    demand: Resources
+    borrowed: bool
+    admitted_at: float
+    # Whether it can be asked to make room now: RUNNING, its recipe checkpoints, not asked yet.
+    preemptible: bool = True
+    # Already asked to make room: what it holds is as good as free.
+    leaving: bool = False
+
+
+@dataclass(frozen=True)
+class Preempt:
+    victim: Running
+    for_run: Queued
+    reason: str
+
+
+def _may_take(share: Share, waiting: Queued, victim: Running) -> bool:
+    if share.preemption == NEVER or not victim.preemptible or victim.leaving:
+        return False
+    if victim.team_id != waiting.team_id:
+        return victim.borrowed
+    return share.preemption == LOWER_PRIORITY and victim.priority < waiting.priority
+
+
+def _helps(state: _State, entry: Queued, need: Resources, victim: Running) -> bool:
+    """Whether freeing `victim` lessens what `entry` lacks: the cluster's shortfall, or (for a
+    run of its own team) the quota's."""
+    free = state.free or {}
+    if state.free is not None and any(
+        need.get(name, 0.0) > free.get(name, 0.0) + EPS and victim.demand.get(name, 0.0) > 0 for name in need
+    ):
+        return True
+    if victim.team_id != entry.team_id:
+        return False
+    used, limits = state.used[entry.team_id], state.share(entry.team_id).limits
+    return any(
+        used.get(name, 0.0) + need.get(name, 0.0) > limit + EPS and victim.demand.get(name, 0.0) > 0
+        for name, limit in limits.items()
+    )
+
+
+def preempt(
+    waits: Sequence[Wait], running: Sequence[Running], shares: Mapping[int, Share], capacity: Resources | None
+) -> list[Preempt]:
+    """Which admitted runs to ask to make room, after a pass that left `waits` waiting.
+
+    The first waiting run of each team's queue (the one the pass would admit next) may take what
+    its team's policy allows (see `_may_take`): the fewest victims, lowest priority first, then
+    the most recently admitted, until its smallest alternative fits its team's quota and the
+    cluster with their reservations freed. It takes nothing unless that is enough. What runs
+    already asked to leave hold counts as free, and what a preemption frees is set aside for the
+    run it was made for, so one end is never promised twice."""
+    state = _State((Held(team_id=r.team_id, demand=r.demand) for r in running if not r.leaving), shares, capacity)
+    heads = sorted(
+        (w for w in waits if w.position == 1), key=lambda w: (-w.queued.priority, state.key(w.queued.team_id))
+    )
+    chosen: set[str] = set()
+    decided: list[Preempt] = []
+    for wait in heads:
+        entry = wait.queued
+        share = state.share(entry.team_id)
+        need = _smallest(entry)
+        if share.preemption == NEVER or (state.within_quota(entry.team_id, need) and state.fits_cluster(need)):
+            continue
+        candidates = sorted(
+            (r for r in running if r.attempt_id not in chosen and _may_take(share, entry, r)),
+            key=lambda r: (r.priority, not r.borrowed, -r.admitted_at),
+        )
+        taken: list[Running] = []
+        for victim in candidates:
+            if not _helps(state, entry, need, victim):
+                continue
+            state.take(victim.team_id, {name: -amount for name, amount in victim.demand.items()})
+            taken.append(victim)
+            if state.within_quota(entry.team_id, need) and state.fits_cluster(need):
+                break
+        if taken and state.within_quota(entry.team_id, need) and state.fits_cluster(need):
+            state.take(entry.team_id, need)
+            chosen.update(v.attempt_id for v in taken)
+            for victim in taken:
+                why = "its team's quota is lent" if victim.team_id != entry.team_id else "it has a lower priority"
+                decided.append(
+                    Preempt(
+                        victim=victim,
+                        for_run=entry,
+                        reason=f"run {entry.run_id} (priority {entry.priority}) needs its resources; {why}",
+                    )
+                )
+        else:  # not enough: give back what was tentatively freed
+            for victim in taken:
+                state.take(victim.team_id, victim.demand)
+    return decided

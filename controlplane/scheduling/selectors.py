@@ -11,18 +11,16 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from controlplane.runs.models import Attempt, RunStatus
 from controlplane.runs.resources import cluster_capacity
 from controlplane.scheduling import estimates, policy
-from controlplane.scheduling.models import Admission, Quota
+from controlplane.scheduling.models import Admission, Preemption, Quota
+from controlplane.scheduling.services import HOLDING
 from controlplane.teams.models import Team
 from controlplane.teams.selectors import teams_visible_to
 
-# Admitted attempts in these states hold their reservation (services.HOLDING, without the import
-# of the pass's dependencies).
-HOLDING = estimates.HOLDING
 MAX_QUEUED = 2000
 
 
@@ -51,6 +49,7 @@ def quota_view(
         "gpu": quota.gpu,
         "weight": quota.weight,
         "borrow": quota.borrow,
+        "preemption": quota.preemption,
         "holding": holding,
         "share": policy.dominant_share(holding, capacity),
         "usage": quota.usage,
@@ -190,4 +189,13 @@ def admissions_of(team: Team) -> QuerySet[Admission]:
         Admission.objects.filter(team=team)
         .select_related("attempt", "attempt__run", "attempt__run__created_by")
         .order_by("-admitted_at", "-id")
+    )
+
+
+def preemptions_of(team: Team) -> QuerySet[Preemption]:
+    """Preemptions the team's runs underwent or asked for, newest first: the audit."""
+    return (
+        Preemption.objects.filter(Q(team=team) | Q(for_team=team))
+        .select_related("attempt", "attempt__run", "team", "for_team")
+        .order_by("-requested_at", "-id")
     )

@@ -24,10 +24,12 @@ from django.utils import timezone
 from controlplane.runs import jobs, tasks
 from controlplane.runs.lifecycle import runs_note_queue
 from controlplane.runs.models import Attempt, RunStatus
+from controlplane.runs.preemption import attempt_preempt_request
 from controlplane.runs.resources import cluster_capacity
 from controlplane.scheduling import policy
-from controlplane.scheduling.models import Admission, Quota
+from controlplane.scheduling.models import Admission, Preemption, Quota
 from controlplane.teams.models import Team
+from workers.recipes import get_recipe
 
 logger = logging.getLogger(__name__)
 
@@ -83,20 +85,12 @@ def _shares(
         quota.usage = policy.decay(quota.usage, share_now, elapsed, half_life)
         quota.usage_at = now
         changed.append(quota)
-        limits = {name: limit for name, limit in (("CPU", quota.cpu), ("GPU", quota.gpu)) if limit is not None}
-        shares[quota.team_id] = policy.Share(
-            team_id=quota.team_id,
-            name=slugs.get(quota.team_id, f"team {quota.team_id}"),
-            limits=limits,
-            weight=quota.weight,
-            usage=quota.usage,
-            borrow=quota.borrow,
-        )
+        shares[quota.team_id] = quota.share(slugs.get(quota.team_id, f"team {quota.team_id}"))
     Quota.objects.bulk_update(changed, ["usage", "usage_at"])
     return shares
 
 
-def _queued(rows: list[Any]) -> list[policy.Queued]:
+def queued_of(rows: list[Any]) -> list[policy.Queued]:
     return [
         policy.Queued(
             attempt_id=str(row["id"]),
@@ -128,7 +122,7 @@ def schedule_pass() -> policy.Plan:
                 "team_id", "demand"
             )
         ]
-        queued = _queued(rows)
+        queued = queued_of(rows)
         shares = _shares({q.team_id for q in queued}, held, capacity, now)
         decided = policy.plan(queued, held, shares, capacity)
 
@@ -164,6 +158,7 @@ def schedule_pass() -> policy.Plan:
                 team = share.name if share else f"team {wait.queued.team_id}"
                 notes[wait.queued.run_id] = (wait_note(wait, team), queue)
         runs_note_queue(notes)
+        _preempt(decided.wait, shares, capacity)
 
         for admit in admitted:
             transaction.on_commit(partial(tasks.attempt_dispatch.delay, admit.queued.attempt_id))
@@ -171,6 +166,55 @@ def schedule_pass() -> policy.Plan:
     if admitted or decided.wait:
         logger.info("scheduling pass: %d admitted, %d waiting", len(admitted), len(decided.wait))
     return decided
+
+
+def _preempt(waits: list[policy.Wait], shares: dict[int, policy.Share], capacity: dict[str, float] | None) -> None:
+    """Ask admitted runs to checkpoint and make room where the policy says so (policy.preempt),
+    and keep the audit. A run whose recipe cannot checkpoint and resume is never asked."""
+    if not any(wait.position == 1 for wait in waits):
+        return
+    rows = Admission.objects.filter(attempt__status__in=HOLDING).values(
+        "attempt_id",
+        "team_id",
+        "demand",
+        "borrowed",
+        "admitted_at",
+        "attempt__status",
+        "attempt__preempt_requested_at",
+        "attempt__run_id",
+        "attempt__run__priority",
+        "attempt__run__recipe",
+    )
+    running = [
+        policy.Running(
+            attempt_id=str(row["attempt_id"]),
+            run_id=row["attempt__run_id"],
+            team_id=row["team_id"],
+            priority=row["attempt__run__priority"],
+            demand=row["demand"] or {},
+            borrowed=row["borrowed"],
+            admitted_at=row["admitted_at"].timestamp(),
+            preemptible=row["attempt__status"] == RunStatus.RUNNING and _checkpoints(row["attempt__run__recipe"]),
+            leaving=row["attempt__preempt_requested_at"] is not None,
+        )
+        for row in rows
+    ]
+    for decided in policy.preempt(waits, running, shares, capacity):
+        victim, waiting = decided.victim, decided.for_run
+        if attempt_preempt_request(attempt_id=victim.attempt_id, reason=decided.reason):
+            Preemption.objects.create(
+                attempt_id=victim.attempt_id,
+                team_id=victim.team_id,
+                for_run_id=waiting.run_id,
+                for_team_id=waiting.team_id,
+                reason=decided.reason,
+            )
+            logger.info("preempting run %s: %s", victim.run_id, decided.reason)
+
+
+def _checkpoints(recipe: str) -> bool:
+    spec = get_recipe(recipe)
+    return spec is not None and spec.config_model.preemptible
 
 
 def _redispatch_lost(now: Any) -> None:

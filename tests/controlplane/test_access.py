@@ -396,6 +396,10 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("api/v1/projects/<id:project_id>/diagnostics-settings", "PATCH"): Call(
         TEAM_MEMBER, (200,), "/api/v1/projects/{project}/diagnostics-settings", {"thresholds": {"spike_k": 6}}
     ),
+    # Preemption: the job reads what it is asked, and says where it stopped (its own token only;
+    # 409 here: nobody asked it to stop).
+    ("api/v1/runs/<id:run_id>/control", "GET"): Call(RUN_READ, (200,), RUN + "/control"),
+    ("api/v1/runs/<id:run_id>/preempted", "POST"): Call(GENERATIONS_WRITE, (409,), RUN + "/preempted", {"step": 3}),
     # Scheduling (controlplane.scheduling.api): the queue of one team, its quota and audit.
     ("api/v1/queue", "GET"): Call(TEAM_READ, (200,), "/api/v1/queue?team={team}"),
     ("api/v1/teams/<id:team_id>/quota", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}/quota"),
@@ -403,6 +407,7 @@ ROUTES: dict[tuple[str, str], Call] = {
         CLUSTER_ADMIN, (200,), "/api/v1/teams/{team}/quota", {"cpu": 64}
     ),
     ("api/v1/teams/<id:team_id>/admissions", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}/admissions"),
+    ("api/v1/teams/<id:team_id>/preemptions", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}/preemptions"),
 }
 
 

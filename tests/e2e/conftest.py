@@ -26,6 +26,8 @@ class Live:
     stack: Stack
     token: str
     outsider_token: str
+    # A cluster admin (staff; admin of team "ops"): sets quotas.
+    admin_token: str
 
     @property
     def url(self) -> str:
@@ -113,12 +115,13 @@ def live(ray_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     try:
         stack.bootstrap("alice", "alice-password", "lab")
         stack.bootstrap("mallory", "mallory-password", "other")
+        stack.bootstrap("root", "root-password", "ops", superuser=True)
         tokens = []
-        for user in ("alice", "mallory"):
+        for user in ("alice", "mallory", "root"):
             response = httpx.post(
                 f"{stack.url}/api/v1/tokens", json={"username": user, "password": f"{user}-password"}, timeout=30
             )
             tokens.append(response.json()["token"])
-        yield Live(stack, tokens[0], tokens[1])
+        yield Live(stack, tokens[0], tokens[1], tokens[2])
     finally:
         stack.stop()

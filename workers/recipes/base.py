@@ -7,6 +7,7 @@ schema in the API docs), so a bad value answers 400 before anything is dispatche
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +16,10 @@ class RecipeConfig(BaseModel):
     """Fields shared by every recipe. Unknown fields are errors, not silently ignored."""
 
     model_config = ConfigDict(extra="forbid")
+    # Whether the recipe's job, asked to make room (RunContext.preempt_requested), checkpoints
+    # what it completed and stops, and resumes from that checkpoint: the scheduler preempts
+    # only such runs.
+    preemptible: ClassVar[bool] = False
 
     seed: int | None = Field(
         default=None,

@@ -778,6 +778,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/runs/{run_id}/control": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the control plane asks of the run's job now: whether to checkpoint and stop (preemption)
+         * @description The job reads it at its step boundaries (every few seconds at most).
+         */
+        get: operations["runs_control_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/runs/{run_id}/diagnosis": {
         parameters: {
             query?: never;
@@ -898,6 +918,23 @@ export interface paths {
         get: operations["runs_metrics_keys_retrieve"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/{run_id}/preempted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The job checkpointed and stops for the preemption it was asked for (its own run token only) */
+        post: operations["runs_preempted_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1186,6 +1223,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/teams/{team_id}/preemptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Preemptions the team's runs underwent or asked for, newest first: the scheduler's audit */
+        get: operations["teams_preemptions_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/teams/{team_id}/quota": {
         parameters: {
             query?: never;
@@ -1346,6 +1400,11 @@ export interface components {
             hostname: string;
             sandbox: unknown;
             resume_from: number | null;
+            /** Format: date-time */
+            preempt_requested_at: string | null;
+            preempt_reason: string;
+            /** Format: int64 */
+            preempted_step: number | null;
         };
         /**
          * @description * `engine` - engine
@@ -2388,6 +2447,21 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["Generation"][];
         };
+        PaginatedPreemptionList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["Preemption"][];
+        };
         PaginatedProjectList: {
             /** @example 123 */
             count: number;
@@ -2494,6 +2568,7 @@ export interface components {
             /** Format: double */
             weight?: number;
             borrow?: boolean;
+            preemption?: components["schemas"]["PreemptionEnum"];
         };
         PatchedRunEditRequest: {
             /** @description The run's new name. */
@@ -2506,6 +2581,31 @@ export interface components {
             /** @description Whether the team's viewers vote in its evals' blind battles. */
             viewers_may_vote?: boolean;
         };
+        Preemption: {
+            readonly id: number;
+            /** @description The run that made room. */
+            run: number;
+            run_name: string;
+            attempt: number;
+            /** @description The team of the run that made room. */
+            team: string;
+            /** @description The run it made room for. */
+            for_run: number | null;
+            for_team: string;
+            readonly reason: string;
+            /** Format: date-time */
+            readonly requested_at: string;
+            stopped_after_step: number | null;
+            /** @description How the attempt ended; empty while it stops. */
+            outcome: string;
+        };
+        /**
+         * @description * `never` - never
+         *     * `borrowed` - borrowed
+         *     * `lower_priority` - lower_priority
+         * @enum {string}
+         */
+        PreemptionEnum: "never" | "borrowed" | "lower_priority";
         Progress: {
             /** @description Responses stored so far. */
             generations: number;
@@ -2585,6 +2685,14 @@ export interface components {
             weight: number | ("NaN" | "Infinity" | "-Infinity");
             /** @description May run beyond its quota on capacity nobody else queues for. */
             borrow: boolean;
+            /**
+             * @description Which admitted runs its waiting runs may ask to checkpoint and make room: never; borrowed (other teams' runs beyond their quota); lower_priority (those, and its own runs of a lower priority).
+             *
+             *     * `never` - never
+             *     * `borrowed` - borrowed
+             *     * `lower_priority` - lower_priority
+             */
+            preemption: components["schemas"]["PreemptionEnum"];
             /** @description What its admitted runs reserve now. */
             holding: {
                 [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
@@ -3412,6 +3520,14 @@ export interface components {
             /** @description The clone's tags; the run's own when omitted. */
             tags?: string[];
         };
+        RunControl: {
+            /** @description Checkpoint at the next step boundary and stop: another run needs room. */
+            preempt: boolean;
+            /** @description Why, for the job's log. */
+            reason: string;
+            /** Format: date-time */
+            requested_at: string | null;
+        };
         RunDetail: {
             readonly id: number;
             name: string;
@@ -3547,6 +3663,13 @@ export interface components {
             last: (number | ("NaN" | "Infinity" | "-Infinity"))[];
             run: number;
             key: string;
+        };
+        RunPreemptedInRequest: {
+            /**
+             * Format: int64
+             * @description Steps completed and in the checkpoint just registered.
+             */
+            step: number;
         };
         /**
          * @description Where a QUEUED run stands (Run.queue, written by the scheduler); every field is absent once
@@ -3964,6 +4087,14 @@ export interface components {
             weight: number | ("NaN" | "Infinity" | "-Infinity");
             /** @description May run beyond its quota on capacity nobody else queues for. */
             borrow: boolean;
+            /**
+             * @description Which admitted runs its waiting runs may ask to checkpoint and make room: never; borrowed (other teams' runs beyond their quota); lower_priority (those, and its own runs of a lower priority).
+             *
+             *     * `never` - never
+             *     * `borrowed` - borrowed
+             *     * `lower_priority` - lower_priority
+             */
+            preemption: components["schemas"]["PreemptionEnum"];
             /** @description What its admitted runs reserve now. */
             holding: {
                 [key: string]: number | ("NaN" | "Infinity" | "-Infinity");
@@ -7129,6 +7260,54 @@ export interface operations {
             };
         };
     };
+    runs_control_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunControl"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     runs_diagnosis_retrieve: {
         parameters: {
             query?: {
@@ -7621,6 +7800,74 @@ export interface operations {
             };
             /** @description No such object, or not visible to you. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    runs_preempted_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunPreemptedInRequest"];
+            };
+        };
+        responses: {
+            /** @description No response body */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description In conflict with the object's state (such as a run that has ended). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8891,6 +9138,68 @@ export interface operations {
             };
             /** @description In conflict with the object's state (such as a run that has ended). */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    teams_preemptions_list: {
+        parameters: {
+            query?: {
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                team_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedPreemptionList"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

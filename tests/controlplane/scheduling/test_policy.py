@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 
+from controlplane.scheduling import policy
 from controlplane.scheduling.policy import Held, Queued, Share, decay, dominant_share, plan
 
 _ids = itertools.count(1)
@@ -154,3 +155,100 @@ def test_decay_halves_old_use_every_half_life_and_integrates_new_use():
     assert abs(steady - 0.5 / 0.6931471805599453) < 1e-3
     # Integrating in one step or many gives the same.
     assert abs(decay(0.2, 0.3, 10.0, 7.0) - decay(decay(0.2, 0.3, 4.0, 7.0), 0.3, 6.0, 7.0)) < 1e-12
+
+
+# ------------------------------------------------------------------ preemption
+
+
+def _running(n: int, team: int, cpu: float, *, priority: int = 0, borrowed: bool = False, **kw) -> policy.Running:
+    return policy.Running(
+        attempt_id=f"r{n}",
+        run_id=100 + n,
+        team_id=team,
+        priority=priority,
+        demand={"CPU": cpu},
+        borrowed=borrowed,
+        admitted_at=float(n),
+        **kw,
+    )
+
+
+def _preempt_for(
+    waiting: list[Queued], running: list[policy.Running], shares: dict[int, Share], capacity: dict[str, float]
+) -> list[policy.Preempt]:
+    held = [policy.Held(team_id=r.team_id, demand=r.demand) for r in running if not r.leaving]
+    decided = policy.plan(waiting, held, shares, capacity)
+    assert decided.admit == [], "these cases start from a full cluster"
+    return policy.preempt(decided.wait, running, shares, capacity)
+
+
+def _q(n: int, team: int, cpu: float, priority: int = 0) -> policy.Queued:
+    return policy.Queued(
+        attempt_id=f"q{n}", run_id=n, team_id=team, priority=priority, queued_at=float(n), options=({"CPU": cpu},)
+    )
+
+
+def _s(team: int, cpu: float | None, preemption: str = policy.BORROWED) -> policy.Share:
+    return policy.Share(
+        team_id=team, name=f"t{team}", limits={} if cpu is None else {"CPU": cpu}, preemption=preemption
+    )
+
+
+def test_borrowed_capacity_is_reclaimed_from_the_youngest_borrowed_run_first():
+    """Team 2 borrowed two CPUs beyond its quota of 2 while team 1 was idle; team 1's run of 2
+    CPUs within its quota takes exactly them back, not team 2's own share."""
+    running = [
+        _running(1, team=2, cpu=2),
+        _running(2, team=2, cpu=1, borrowed=True),
+        _running(3, team=2, cpu=1, borrowed=True),
+    ]
+    shares = {1: _s(1, 2), 2: _s(2, 2)}
+    decided = _preempt_for([_q(1, team=1, cpu=2)], running, shares, {"CPU": 4})
+    assert sorted(p.victim.attempt_id for p in decided) == ["r2", "r3"]
+    assert all(p.for_run.run_id == 1 and "lent" in p.reason for p in decided)
+
+
+def test_what_would_not_be_enough_is_not_taken():
+    running = [_running(1, team=2, cpu=3), _running(2, team=2, cpu=1, borrowed=True)]
+    shares = {1: _s(1, 4), 2: _s(2, 3)}
+    # Team 1 needs 2 CPUs; reclaiming the one borrowed CPU leaves it short: nobody is stopped.
+    assert _preempt_for([_q(1, team=1, cpu=2)], running, shares, {"CPU": 4}) == []
+
+
+def test_policies_never_borrowed_and_lower_priority():
+    """Within its own quota, a high-priority run takes a lower-priority run of its team only
+    under lower_priority; never takes nothing, borrowed nothing of its own team's."""
+    running = [_running(1, team=1, cpu=2, priority=0), _running(2, team=1, cpu=2, priority=9)]
+    waiting = [_q(1, team=1, cpu=2, priority=5)]
+    for preemption, expected in (
+        (policy.NEVER, []),
+        (policy.BORROWED, []),
+        (policy.LOWER_PRIORITY, ["r1"]),
+    ):
+        shares = {1: _s(1, 4, preemption)}
+        decided = _preempt_for(waiting, running, shares, {"CPU": 4})
+        assert [p.victim.attempt_id for p in decided] == expected, preemption
+    # Never an equal or higher priority.
+    shares = {1: _s(1, 4, policy.LOWER_PRIORITY)}
+    assert _preempt_for([_q(1, team=1, cpu=2, priority=0)], running, shares, {"CPU": 4}) == []
+
+
+def test_runs_that_cannot_checkpoint_or_already_leave_are_not_asked_again():
+    shares = {1: _s(1, 4), 2: _s(2, 2)}
+    busy = [_running(1, team=2, cpu=2), _running(2, team=2, cpu=2, borrowed=True, preemptible=False)]
+    assert _preempt_for([_q(1, team=1, cpu=2)], busy, shares, {"CPU": 4}) == []
+    # A run already asked to leave frees its CPUs as far as the next pass is concerned: nothing
+    # more is asked for the same need.
+    leaving = [_running(1, team=2, cpu=2), _running(2, team=2, cpu=2, borrowed=True, leaving=True)]
+    decided = policy.plan(
+        [_q(1, team=1, cpu=2)], [policy.Held(2, {"CPU": 2}), policy.Held(2, {"CPU": 2})], shares, {"CPU": 4}
+    )
+    assert policy.preempt(decided.wait, leaving, shares, {"CPU": 4}) == []
+
+
+def test_one_end_is_not_promised_to_two_waiting_runs():
+    """Two teams each wait for 2 CPUs; one borrowed run holds 2: only one of them gets it."""
+    running = [_running(1, team=3, cpu=2, borrowed=True), _running(2, team=3, cpu=2)]
+    shares = {1: _s(1, 2), 2: _s(2, 2), 3: _s(3, 2)}
+    decided = _preempt_for([_q(1, team=1, cpu=2), _q(2, team=2, cpu=2)], running, shares, {"CPU": 4})
+    assert [p.victim.attempt_id for p in decided] == ["r1"]

@@ -7,7 +7,7 @@ Every field has a default a person can read in the API docs (``GET /api/v1/recip
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -267,6 +267,8 @@ class EvalConfig(_Section):
 
 class GRPOConfig(RecipeConfig):
     """GRPO with PPO clipping on Ray: rollout, reward, trainer and reference actors."""
+
+    preemptible: ClassVar[bool] = True
 
     steps: int = Field(default=60, ge=1, le=10_000_000, description="RL steps (optimizer updates of the policy).")
     model: ModelConfig = Field(default_factory=ModelConfig)

@@ -343,6 +343,11 @@ class GRPORun:
             metrics["mismatch/engine_kl"],
             step_s,
         )
+        if self.step < config.steps and self.ctx.preempt_requested():
+            # Another run needs the resources: keep every completed step, then stop.
+            if not (config.checkpoint.every and self.step % config.checkpoint.every == 0):
+                self.checkpoint(self.step)
+            self.ctx.stop_for_preemption(self.step)
 
     # ------------------------------------------------------------------ side outputs
 

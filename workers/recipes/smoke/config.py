@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -10,6 +10,8 @@ from workers.recipes.base import RecipeConfig
 
 class SmokeConfig(RecipeConfig):
     """A few Ray tasks per step that report metrics: proves the loop before a real recipe."""
+
+    preemptible: ClassVar[bool] = True
 
     steps: int = Field(default=20, ge=1, le=1_000_000, description="Number of steps to run.")
     interval_s: float = Field(default=0.2, ge=0.0, le=3600.0, description="Sleep between steps, seconds.")

@@ -6,6 +6,7 @@ a model. Everything is deterministic from the seed except timings and system fig
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -13,6 +14,7 @@ import signal
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 import ray
@@ -60,16 +62,30 @@ def _rollout_task(seed: int, step: int, task: int, total_steps: int) -> list[flo
     return rollout_rewards(seed, step, task, total_steps)
 
 
+def _checkpoint(ctx: RunContext, step: int) -> None:
+    """A smoke run's checkpoint is the number of steps it completed, in a small JSON file where a
+    GRPO run keeps its checkpoints ($BARREL_CHECKPOINT_DIR or ~/.barrel/checkpoints)."""
+    base = Path(os.environ.get("BARREL_CHECKPOINT_DIR") or Path.home() / ".barrel" / "checkpoints").expanduser()
+    path = base / f"run-{ctx.run_id}" / f"smoke-step-{step}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"step": step}))
+    ctx.reporter.register_checkpoint(step=step, uri=path.as_uri())
+
+
 def run(config: SmokeConfig, ctx: RunContext) -> None:
     """Steps are numbered 0..``steps``-1 (the metric step); ``fail_at_step=N`` fails at the start
     of step N, after steps 0..N-1 were reported: it raises, or with ``fail_how="kill"`` the driver
-    kills itself with SIGKILL (nothing is flushed, no traceback: as an OOM kill looks)."""
+    kills itself with SIGKILL (nothing is flushed, no traceback: as an OOM kill looks).
+
+    Asked to make room (preemption), it checkpoints the steps it completed after the step it is
+    in and stops; resumed, it continues at the checkpoint's step."""
     if not ray.is_initialized():
         ray.init()
     seed = config.seed if config.seed is not None else 0
     process = psutil.Process()
     psutil.cpu_percent(interval=None)  # the first reading is meaningless; prime it
-    for step in range(config.steps):
+    first = ctx.resume_from.step if ctx.resume_from is not None else 0
+    for step in range(first, config.steps):
         if config.fail_at_step == step:
             if config.fail_how == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -95,5 +111,8 @@ def run(config: SmokeConfig, ctx: RunContext) -> None:
             metrics["policy/loss"],
             metrics["time/step_s"],
         )
+        if step < config.steps - 1 and ctx.preempt_requested():
+            _checkpoint(ctx, step + 1)
+            ctx.stop_for_preemption(step + 1)
         if config.interval_s > 0 and step < config.steps - 1:
             time.sleep(config.interval_s)
