@@ -14,7 +14,7 @@ import json
 import logging
 from collections import defaultdict
 from datetime import timedelta
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from django.conf import settings
@@ -23,12 +23,11 @@ from django.utils import timezone
 
 from controlplane.runs import jobs, tasks
 from controlplane.runs.lifecycle import runs_note_queue
-from controlplane.runs.models import Attempt, RunStatus
+from controlplane.runs.models import RunStatus
 from controlplane.runs.preemption import attempt_preempt_request
 from controlplane.runs.resources import cluster_capacity
 from controlplane.scheduling import policy
 from controlplane.scheduling.models import Admission, Preemption, Quota
-from controlplane.teams.models import Team
 from workers.recipes import get_recipe
 
 logger = logging.getLogger(__name__)
@@ -52,6 +51,41 @@ RETURNING attempt_id
 """
 
 
+# A quota row for every team the pass looks at (Quota's defaults: no limits, weight 1, may borrow).
+_QUOTAS_ENSURE_SQL = """
+INSERT INTO scheduling_quota (team_id, cpu, gpu, weight, borrow, preemption, usage, usage_at)
+SELECT t, NULL, NULL, 1.0, TRUE, 'borrowed', 0.0, NULL FROM unnest(%s::bigint[]) t
+ON CONFLICT (team_id) DO NOTHING
+"""
+_QUOTAS_LOCK_SQL = """
+SELECT q.team_id, t.slug, q.cpu, q.gpu, q.weight, q.borrow, q.preemption, q.usage, q.usage_at
+FROM scheduling_quota q JOIN teams_team t ON t.id = q.team_id
+WHERE q.team_id = ANY(%s) FOR UPDATE OF q
+"""
+_QUOTAS_USAGE_SQL = """
+UPDATE scheduling_quota q SET usage = v.usage, usage_at = %s
+FROM unnest(%s::bigint[], %s::float8[]) AS v(team_id, usage) WHERE q.team_id = v.team_id
+"""
+# The queue: attempts QUEUED and not yet admitted, with what the pass needs of their runs.
+_QUEUE_SQL = """
+SELECT a.id, a.run_id, p.team_id, r.priority, a.created_at, a.demand, r.queue
+FROM runs_attempt a
+JOIN runs_run r ON r.id = a.run_id
+JOIN teams_project p ON p.id = r.project_id
+WHERE a.status = 'QUEUED' AND NOT EXISTS (SELECT 1 FROM scheduling_admission s WHERE s.attempt_id = a.id)
+"""
+_QUEUE_KEYS = ("id", "run_id", "run__project__team_id", "run__priority", "created_at", "demand", "run__queue")
+
+
+def _queue_row(row: tuple[Any, ...]) -> dict[str, Any]:
+    # Django has psycopg hand jsonb over as text (its JSONField decodes); a raw cursor decodes here.
+    found = dict(zip(_QUEUE_KEYS, row, strict=True))
+    for key in ("demand", "run__queue"):
+        if isinstance(found[key], str):
+            found[key] = json.loads(found[key])
+    return found
+
+
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -73,20 +107,28 @@ def _shares(
         for name, amount in entry.demand.items():
             held_by_team[entry.team_id][name] = held_by_team[entry.team_id].get(name, 0.0) + amount
     team_ids = team_ids | set(held_by_team)
-    existing = {q.team_id for q in Quota.objects.filter(team_id__in=team_ids)}
-    Quota.objects.bulk_create([Quota(team_id=t) for t in team_ids - existing], ignore_conflicts=True)
-    slugs = dict(Team.objects.filter(id__in=team_ids).values_list("id", "slug"))
-    shares: dict[int, policy.Share] = {}
-    changed = []
     half_life = settings.SCHEDULER_USAGE_HALF_LIFE_S
-    for quota in Quota.objects.select_for_update().filter(team_id__in=team_ids):
-        elapsed = (now - quota.usage_at).total_seconds() if quota.usage_at else 0.0
-        share_now = policy.dominant_share(held_by_team.get(quota.team_id, {}), capacity)
-        quota.usage = policy.decay(quota.usage, share_now, elapsed, half_life)
-        quota.usage_at = now
-        changed.append(quota)
-        shares[quota.team_id] = quota.share(slugs.get(quota.team_id, f"team {quota.team_id}"))
-    Quota.objects.bulk_update(changed, ["usage", "usage_at"])
+    shares: dict[int, policy.Share] = {}
+    usage: dict[int, float] = {}
+    with connection.cursor() as cursor:
+        # Three statements, however many teams (the pass's budget is tens of milliseconds).
+        cursor.execute(_QUOTAS_ENSURE_SQL, [sorted(team_ids)])
+        cursor.execute(_QUOTAS_LOCK_SQL, [sorted(team_ids)])
+        for team_id, slug, cpu, gpu, weight, borrow, preemption, used, usage_at in cursor.fetchall():
+            elapsed = (now - usage_at).total_seconds() if usage_at else 0.0
+            share_now = policy.dominant_share(held_by_team.get(team_id, {}), capacity)
+            usage[team_id] = policy.decay(used, share_now, elapsed, half_life)
+            quota = Quota(
+                team_id=team_id,
+                cpu=cpu,
+                gpu=gpu,
+                weight=weight,
+                borrow=borrow,
+                preemption=preemption,
+                usage=usage[team_id],
+            )
+            shares[team_id] = quota.share(slug)
+        cursor.execute(_QUOTAS_USAGE_SQL, [now, list(usage), list(usage.values())])
     return shares
 
 
@@ -111,17 +153,10 @@ def schedule_pass() -> policy.Plan:
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PASS_LOCK])
-        rows = list(
-            Attempt.objects.filter(status=RunStatus.QUEUED, admission__isnull=True).values(
-                "id", "run_id", "run__project__team_id", "run__priority", "created_at", "demand", "run__queue"
-            )
-        )
-        held = [
-            policy.Held(team_id=team_id, demand=demand or {})
-            for team_id, demand in Admission.objects.filter(attempt__status__in=HOLDING).values_list(
-                "team_id", "demand"
-            )
-        ]
+            cursor.execute(_QUEUE_SQL)
+            rows = [_queue_row(row) for row in cursor.fetchall()]
+        running = _admitted()
+        held = [policy.Held(team_id=r.team_id, demand=r.demand) for r in running]
         queued = queued_of(rows)
         shares = _shares({q.team_id for q in queued}, held, capacity, now)
         decided = policy.plan(queued, held, shares, capacity)
@@ -158,7 +193,21 @@ def schedule_pass() -> policy.Plan:
                 team = share.name if share else f"team {wait.queued.team_id}"
                 notes[wait.queued.run_id] = (wait_note(wait, team), queue)
         runs_note_queue(notes)
-        _preempt(decided.wait, shares, capacity)
+        # This pass's admissions hold too (not yet started, so never asked to make room).
+        running += [
+            policy.Running(
+                attempt_id=a.queued.attempt_id,
+                run_id=a.queued.run_id,
+                team_id=a.queued.team_id,
+                priority=a.queued.priority,
+                demand=a.demand,
+                borrowed=a.borrowed,
+                admitted_at=now.timestamp(),
+                preemptible=False,
+            )
+            for a in admitted
+        ]
+        _preempt(decided.wait, running, shares, capacity)
 
         for admit in admitted:
             transaction.on_commit(partial(tasks.attempt_dispatch.delay, admit.queued.attempt_id))
@@ -168,12 +217,10 @@ def schedule_pass() -> policy.Plan:
     return decided
 
 
-def _preempt(waits: list[policy.Wait], shares: dict[int, policy.Share], capacity: dict[str, float] | None) -> None:
-    """Ask admitted runs to checkpoint and make room where the policy says so (policy.preempt),
-    and keep the audit. A run whose recipe cannot checkpoint and resume is never asked."""
-    if not any(wait.position == 1 for wait in waits):
-        return
-    rows = Admission.objects.filter(attempt__status__in=HOLDING).values(
+def _admitted() -> list[policy.Running]:
+    """Every admission that holds its reservation, as preemption sees it (one query: the pass
+    reads what is held from it too)."""
+    rows = Admission.objects.filter(attempt__status__in=HOLDING).values_list(
         "attempt_id",
         "team_id",
         "demand",
@@ -185,20 +232,32 @@ def _preempt(waits: list[policy.Wait], shares: dict[int, policy.Share], capacity
         "attempt__run__priority",
         "attempt__run__recipe",
     )
-    running = [
+    return [
         policy.Running(
-            attempt_id=str(row["attempt_id"]),
-            run_id=row["attempt__run_id"],
-            team_id=row["team_id"],
-            priority=row["attempt__run__priority"],
-            demand=row["demand"] or {},
-            borrowed=row["borrowed"],
-            admitted_at=row["admitted_at"].timestamp(),
-            preemptible=row["attempt__status"] == RunStatus.RUNNING and _checkpoints(row["attempt__run__recipe"]),
-            leaving=row["attempt__preempt_requested_at"] is not None,
+            attempt_id=str(attempt_id),
+            run_id=run_id,
+            team_id=team_id,
+            priority=priority,
+            demand=demand or {},
+            borrowed=borrowed,
+            admitted_at=admitted_at.timestamp(),
+            preemptible=status == RunStatus.RUNNING and asked is None and _checkpoints(recipe),
+            leaving=asked is not None,
         )
-        for row in rows
+        for attempt_id, team_id, demand, borrowed, admitted_at, status, asked, run_id, priority, recipe in rows
     ]
+
+
+def _preempt(
+    waits: list[policy.Wait],
+    running: list[policy.Running],
+    shares: dict[int, policy.Share],
+    capacity: dict[str, float] | None,
+) -> None:
+    """Ask admitted runs to checkpoint and make room where the policy says so (policy.preempt),
+    and keep the audit. A run whose recipe cannot checkpoint and resume is never asked."""
+    if not any(wait.position == 1 for wait in waits):
+        return
     for decided in policy.preempt(waits, running, shares, capacity):
         victim, waiting = decided.victim, decided.for_run
         if attempt_preempt_request(attempt_id=victim.attempt_id, reason=decided.reason):
@@ -212,6 +271,7 @@ def _preempt(waits: list[policy.Wait], shares: dict[int, policy.Share], capacity
             logger.info("preempting run %s: %s", victim.run_id, decided.reason)
 
 
+@lru_cache(maxsize=64)
 def _checkpoints(recipe: str) -> bool:
     spec = get_recipe(recipe)
     return spec is not None and spec.config_model.preemptible
