@@ -30,14 +30,20 @@ def format_amount(value: float) -> str:
     return f"{value:g}"
 
 
+def schedulable(name: str) -> bool:
+    """Not Ray's own bookkeeping (bytes of memory, one ``node:<ip>`` per node, accelerator types),
+    which runs do not reserve and which would drown the CPUs and GPUs."""
+    return name not in ("memory", "object_store_memory") and not name.startswith(("node:", "accelerator_type:"))
+
+
 def format_resources(resources: Any) -> str:
-    """``{"CPU": 2.0, "GPU": 1.0}`` as ``2 CPU, 1 GPU``; nothing as ``-``."""
+    """``{"CPU": 2.0, "GPU": 1.0}`` as ``2 CPU, 1 GPU`` (Ray's bookkeeping left out); nothing as ``-``."""
     if not isinstance(resources, Mapping):
         return "-"
     parts = [
         f"{format_amount(amount)} {name}"
         for name, value in sorted(resources.items())
-        if (amount := _number(value)) is not None and amount > 0
+        if schedulable(name) and (amount := _number(value)) is not None and amount > 0
     ]
     return ", ".join(parts) or "-"
 
@@ -118,13 +124,14 @@ def teams_table(teams: Sequence[Mapping[str, Any]]) -> str:
                 f"{share:.0%}" if share is not None else "-",
                 format_amount(_number(team.get("weight")) or 0.0),
                 "yes" if team.get("borrow") else "no",
+                str(team.get("preemption") or "-"),
                 *[str(team[k]) for k in ("queued", "admitted") if k in team],
             ]
         )
-    headers = ["TEAM", "CPU QUOTA", "GPU QUOTA", "HOLDING", "SHARE", "WEIGHT", "BORROW"]
+    headers = ["TEAM", "CPU QUOTA", "GPU QUOTA", "HOLDING", "SHARE", "WEIGHT", "BORROW", "PREEMPTS"]
     if teams and "queued" in teams[0]:
         headers += ["QUEUED", "ADMITTED"]
-    return format_table(headers, rows, right=[4, 5, 7, 8])
+    return format_table(headers, rows, right=[4, 5, 8, 9])
 
 
 def queued_table(queued: Sequence[Mapping[str, Any]], slugs: Mapping[int, str], now: datetime) -> str:

@@ -50,7 +50,8 @@ def test_durations_are_rounded_for_reading() -> None:
 
 
 QUEUE: dict[str, Any] = {
-    "capacity": {"CPU": 16.0, "GPU": 0.0},
+    # As Ray reports it: its bookkeeping (memory bytes, one resource per node) is not shown.
+    "capacity": {"CPU": 16.0, "GPU": 0.0, "memory": 1.6e10, "node:__internal_head__": 1.0, "object_store_memory": 7e9},
     "held": {"CPU": 1.0},
     "free": {"CPU": 15.0},
     "teams": [
@@ -61,6 +62,7 @@ QUEUE: dict[str, Any] = {
             "gpu": None,
             "weight": 1.0,
             "borrow": False,
+            "preemption": "borrowed",
             "holding": {"CPU": 1.0},
             "share": 0.0625,
             "usage": 0.1,
@@ -115,7 +117,7 @@ def test_the_report_shows_the_cluster_the_teams_then_the_runs() -> None:
     lines = queue_report(QUEUE, NOW).splitlines()
     assert lines[0] == "cluster: capacity 16 CPU; held 1 CPU; free 15 CPU"
     assert lines[2].split()[:4] == ["TEAM", "CPU", "QUOTA", "GPU"]
-    assert lines[3].split() == ["lab", "1", "no", "limit", "1", "CPU", "6%", "1", "no", "1", "1"]
+    assert lines[3].split() == ["lab", "1", "no", "limit", "1", "CPU", "6%", "1", "no", "borrowed", "1", "1"]
     queued_at = lines.index("queued: 1")
     header, row = lines[queued_at + 1], lines[queued_at + 2]
     assert header.split()[:5] == ["POS", "RUN", "NAME", "TEAM", "OWNER"]

@@ -17,6 +17,7 @@ function team(overrides: Partial<TeamQueue> = {}): TeamQueue {
     gpu: null,
     weight: 1,
     borrow: false,
+    preemption: "never",
     holding: { CPU: 1 },
     share: 0.0625,
     usage: 0.1,
@@ -117,6 +118,7 @@ describe("the queue page", () => {
       "6%",
       "1",
       "no",
+      "never",
       "2",
       "1",
     ]);

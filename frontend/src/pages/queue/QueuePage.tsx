@@ -56,7 +56,14 @@ function Cluster({ queue }: { queue: Queue }) {
   );
 }
 
-const TEAM_HEADERS = ["team", "CPU quota", "GPU quota", "holding", "share", "weight", "borrowing", "queued", "admitted"];
+const TEAM_HEADERS = ["team", "CPU quota", "GPU quota", "holding", "share", "weight", "borrowing", "preempts", "queued", "admitted"];
+
+/** What a team's waiting runs may ask to checkpoint and make room (Quota.preemption). */
+const PREEMPTION: Record<TeamQueue["preemption"], [string, string]> = {
+  never: ["never", "its waiting runs never preempt admitted ones"],
+  borrowed: ["borrowed runs", "other teams' runs beyond their quota"],
+  lower_priority: ["borrowed, lower priority", "other teams' runs beyond their quota, and its own runs of a lower priority"],
+};
 
 function TeamsTable({ teams }: { teams: TeamQueue[] }) {
   return (
@@ -76,6 +83,9 @@ function TeamsTable({ teams }: { teams: TeamQueue[] }) {
             </td>
             <td className="num">{typeof t.weight === "number" ? formatAmount(t.weight) : "–"}</td>
             <td className="muted">{t.borrow ? "may borrow" : "no"}</td>
+            <td className="muted" title={PREEMPTION[t.preemption]?.[1]}>
+              {PREEMPTION[t.preemption]?.[0] ?? t.preemption}
+            </td>
             <td className="num">{t.queued}</td>
             <td className="num">{t.admitted}</td>
           </tr>

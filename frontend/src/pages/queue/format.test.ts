@@ -49,6 +49,8 @@ describe("resources and quotas", () => {
   it("read as amounts, limits and shares", () => {
     expect(formatResources({ GPU: 1, CPU: 2.5 })).toBe("2.5 CPU, 1 GPU");
     expect(formatResources({ CPU: 0 })).toBe("–");
+    const cluster = { CPU: 2, memory: 16644875879, "node:__internal_head__": 1, "node:192.0.2.2": 1, object_store_memory: 7e9 };
+    expect(formatResources({ ...cluster, "accelerator_type:A100": 1, GPU: 8 })).toBe("2 CPU, 8 GPU");
     expect(formatResources(null)).toBe("–");
     expect(formatLimit(4)).toBe("4");
     expect(formatLimit(null)).toBe("no limit");

@@ -69,11 +69,19 @@ export function formatEta(eta: Eta | null | undefined, now: number): EtaText {
 
 type Amounts = Record<string, number | string> | null | undefined;
 
-/** {"CPU": 2, "GPU": 1} as "2 CPU, 1 GPU"; nothing as "–". */
+/**
+ * Ray's own bookkeeping among a cluster's resources (bytes of memory, one "node:<ip>" per node,
+ * accelerator types): not what runs reserve, and unreadable beside CPUs and GPUs.
+ */
+export function isSchedulable(name: string): boolean {
+  return name !== "memory" && name !== "object_store_memory" && !name.startsWith("node:") && !name.startsWith("accelerator_type:");
+}
+
+/** {"CPU": 2, "GPU": 1} as "2 CPU, 1 GPU" (Ray's bookkeeping left out); nothing as "–". */
 export function formatResources(resources: Amounts): string {
   if (!resources) return "–";
   const parts = Object.entries(resources)
-    .filter(([, v]) => typeof v === "number" && v > 0)
+    .filter(([name, v]) => isSchedulable(name) && typeof v === "number" && v > 0)
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([name, v]) => `${formatAmount(v as number)} ${name}`);
   return parts.join(", ") || "–";
