@@ -1,7 +1,8 @@
 """The dashboard in headless Chromium (Debian's), driven by playwright-core: log in, see the runs
 table, watch a chart receive live points over the websocket; see a GRPO run's samples and
 checkpoints, resume it and read both attempts in a 1280-px window; see what a run waits for on the
-cluster until it runs; create an eval set from a JSONL file as a member."""
+cluster until it runs; create an eval set from a JSONL file as a member; see why a queued run
+waits for admission and when it should start, and the queue page."""
 
 from __future__ import annotations
 
@@ -236,3 +237,54 @@ def test_a_person_reads_an_agent_runs_episodes_turn_by_turn(live: Live, tmp_path
     result = browser_check(live, "e2e/agent.mjs", done["id"])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (SHOTS / "agent-samples.png").exists() and (SHOTS / "agent-attempts.png").exists()
+
+
+def test_a_person_sees_why_a_queued_run_waits_and_when_it_should_start(live: Live):
+    """A one-CPU quota for lab (set by the cluster admin, restored after): a long smoke run is
+    admitted and holds it, a second waits QUEUED. Once a run of the recipe has finished (the
+    history its estimate learns from), the second's page says what it waits for and when it
+    should start, with a range, and the queue page lists both (frontend/e2e/queue.mjs)."""
+    env = check_env(live, 0)  # skips here, before anything is started, where there is no browser
+    admin_token = getattr(live, "admin_token", None)
+    if not admin_token:
+        pytest.skip("the live stack has no cluster admin to set a quota with")
+    history = live.submit({"steps": 3, "interval_s": 0.1}, name="queue-history")
+    assert live.wait(history["id"], TERMINAL)["status"] == "SUCCEEDED"
+    with live.client() as c:
+        lab = next(t for t in c.get("/api/v1/teams").json()["results"] if t["slug"] == "lab")
+        before = c.get(f"/api/v1/teams/{lab['id']}/quota").json()
+    runs: list[dict[str, Any]] = []
+    with live.client(admin_token) as admin:
+        try:
+            quota = {"cpu": 1, "gpu": None, "borrow": False}
+            admin.patch(f"/api/v1/teams/{lab['id']}/quota", json=quota).raise_for_status()
+            long = {"steps": 200, "interval_s": 0.2, "task_cpus": 1}
+            runs.append(live.submit(long, name="queue-holder"))
+            live.wait(runs[0]["id"], {"RUNNING"}, timeout=60)
+            runs.append(live.submit(long, name="queue-waiter"))
+            deadline = time.monotonic() + 30  # passes every 5 s, estimates every 10 s
+            while True:
+                waiter = live.run(runs[1]["id"])
+                if ((waiter.get("queue") or {}).get("eta") or {}).get("start"):
+                    break
+                assert waiter["status"] == "QUEUED", waiter
+                assert time.monotonic() < deadline, f"no estimated start after 30 s: {waiter['queue']}"
+                time.sleep(0.5)
+            reason = "lab's quota: 1 of 1 CPU in use"
+            assert reason in live.run(runs[1]["id"])["waiting_for"]
+            env |= {
+                "BARREL_RUN_ID": str(runs[1]["id"]),
+                "BARREL_ADMITTED_RUN_ID": str(runs[0]["id"]),
+                "BARREL_REASON_TEXT": reason,
+            }
+            result = subprocess.run(
+                ["node", "e2e/queue.mjs"], cwd=ROOT / "frontend", env=env, capture_output=True, text=True, timeout=120
+            )
+        finally:
+            with live.client() as c:
+                for run in runs:
+                    c.post(f"/api/v1/runs/{run['id']}/cancel")
+            restore = {k: before[k] for k in ("cpu", "gpu", "weight", "borrow")}
+            admin.patch(f"/api/v1/teams/{lab['id']}/quota", json=restore).raise_for_status()
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (SHOTS / "queued-run.png").exists() and (SHOTS / "queue.png").exists()
