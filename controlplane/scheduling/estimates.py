@@ -47,6 +47,9 @@ STEP_KEY = "time/step_s"
 RECENT_STEPS = 50
 HISTORY_RUNS = 20
 ETA_MOVE_S = 30.0
+# Submissions of the last hour are expected again in the next (what may overtake a queued run).
+ARRIVALS_WINDOW_S = 3600.0
+MAX_ARRIVALS = 500
 
 
 @lru_cache(maxsize=4096)
@@ -199,7 +202,12 @@ def estimate_starts(now: datetime | None = None) -> dict[int, dict[str, Any]]:
         return {}
     queued = queued_of(rows)
     admitted = _admitted()
-    history = History([row["run__recipe"] for row in rows] + [row["attempt__run__recipe"] for row in admitted])
+    recent = _recent_submissions(now)
+    history = History(
+        [row["run__recipe"] for row in rows]
+        + [row["attempt__run__recipe"] for row in admitted]
+        + [row["run__recipe"] for row in recent]
+    )
     busy = _busy(admitted, history, now)
     durations = {
         str(row["id"]): history.expected(
@@ -211,7 +219,9 @@ def estimate_starts(now: datetime | None = None) -> dict[int, dict[str, Any]]:
         for row in rows
     }
     shares = _shares({q.team_id for q in queued} | {b.team_id for b in busy})
-    starts = eta.estimate(queued, busy, shares, cluster_capacity(), durations)
+    shares |= _shares({row["run__project__team_id"] for row in recent} - set(shares))
+    arrivals = _arrivals(recent, history, now)
+    starts = eta.estimate(queued, busy, shares, cluster_capacity(), durations, arrivals=arrivals)
 
     estimates: dict[int, dict[str, Any]] = {}
     changed: list[tuple[int, dict[str, Any]]] = []
@@ -223,6 +233,40 @@ def estimate_starts(now: datetime | None = None) -> dict[int, dict[str, Any]]:
             changed.append((row["run_id"], value))
     _write(changed)
     return estimates
+
+
+def _recent_submissions(now: datetime) -> list[Any]:
+    """The attempts submitted in the last ARRIVALS_WINDOW_S (at most MAX_ARRIVALS, the latest)."""
+    return list(
+        Attempt.objects.filter(created_at__gte=now - timedelta(seconds=ARRIVALS_WINDOW_S), created_at__lt=now)
+        .exclude(demand=[])
+        .order_by("-created_at")
+        .values(
+            "id", "run_id", "run__project__team_id", "run__project_id", "run__priority", "run__recipe", "created_at",
+            "demand", "config",
+        )[:MAX_ARRIVALS]
+    )  # fmt: skip
+
+
+def _arrivals(recent: list[Any], history: History, now: datetime) -> list[eta.Arrival]:
+    """What may overtake a queued run: the last hour's submissions, expected again an hour on
+    (measured in benchmarks/scheduling_eta.py: the range then holds the true start for about 70 %
+    of runs instead of 55 %, and the median estimate is no worse)."""
+    arrivals = []
+    for row in recent:
+        again = row["created_at"] + timedelta(seconds=ARRIVALS_WINDOW_S)
+        queued = policy.Queued(
+            attempt_id=f"expected-{row['id']}",
+            run_id=-row["run_id"],
+            team_id=row["run__project__team_id"],
+            priority=row["run__priority"],
+            queued_at=again.timestamp(),
+            options=tuple(row["demand"]),
+        )
+        steps = planned_steps(row["run__recipe"], row["config"])
+        took = history.expected(row["run__recipe"], row["run__project_id"], row["run__project__team_id"], steps)
+        arrivals.append(eta.Arrival(after_s=(again - now).total_seconds(), queued=queued, duration=took))
+    return arrivals
 
 
 def _as_eta(start: eta.Start | None, now: datetime) -> dict[str, Any]:

@@ -67,6 +67,16 @@ class Start:
     high: float
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """A run expected to be submitted `after_s` seconds from now (the estimate's guess at what
+    may overtake: see `estimate`)."""
+
+    after_s: float
+    queued: policy.Queued
+    duration: Duration | None
+
+
 def _replay(
     queued: Sequence[policy.Queued],
     busy: Sequence[Busy],
@@ -75,6 +85,7 @@ def _replay(
     durations: Mapping[str, Duration | None],
     scenario: int,
     max_events: int,
+    arrivals: Sequence[Arrival] = (),
 ) -> dict[str, float]:
     held: dict[int, policy.Held] = {}
     ends: list[tuple[float, int]] = []
@@ -84,24 +95,37 @@ def _replay(
             heapq.heappush(ends, (max(entry.remaining.pick(scenario), 0.0), key))
     next_key = len(busy)
     waiting = list(queued)
+    unstarted = {q.attempt_id for q in queued}
+    took_of = dict(durations)
+    coming = sorted(arrivals, key=lambda a: a.after_s)
     starts: dict[str, float] = {}
     now, events = 0.0, 0
-    while waiting:
+    while unstarted:
         decided = policy.plan(waiting, held.values(), shares, capacity, reasons=False)
         if decided.admit:
             for admit in decided.admit:
                 attempt = admit.queued.attempt_id
                 starts[attempt] = now
+                unstarted.discard(attempt)
                 held[next_key] = policy.Held(team_id=admit.queued.team_id, demand=admit.demand)
-                took = durations.get(attempt)
+                took = took_of.get(attempt)
                 if took is not None:
                     heapq.heappush(ends, (now + max(took.pick(scenario), 0.0), next_key))
                 next_key += 1
             started = {admit.queued.attempt_id for admit in decided.admit}
             waiting = [q for q in waiting if q.attempt_id not in started]
             continue
-        if not ends or events >= max_events:
+        next_end = ends[0][0] if ends else math.inf
+        next_arrival = coming[0].after_s if coming else math.inf
+        if events >= max_events or (math.isinf(next_end) and math.isinf(next_arrival)):
             break
+        if next_arrival <= next_end:
+            now = max(now, next_arrival)
+            while coming and coming[0].after_s <= now:
+                arrival = coming.pop(0)
+                waiting.append(arrival.queued)
+                took_of[arrival.queued.attempt_id] = arrival.duration
+            continue
         # Every reservation that ends at the same moment is freed before the next pass.
         now, key = heapq.heappop(ends)
         del held[key]
@@ -119,10 +143,19 @@ def estimate(
     durations: Mapping[str, Duration | None],
     *,
     max_events: int = MAX_EVENTS,
+    arrivals: Sequence[Arrival] = (),
 ) -> dict[str, Start | None]:
     """Each queued attempt's estimated start, in seconds from now; None where the replay cannot
-    say (it waits for a run with no known end, or lies beyond `max_events` ends)."""
-    replays = [_replay(queued, busy, shares, capacity, durations, s, max_events) for s in range(3)]
+    say (it waits for a run with no known end, or lies beyond `max_events` ends).
+
+    `arrivals` are runs expected to be submitted meanwhile (`scheduling.estimates` replays the
+    last hour's submissions an hour on): a later run of a higher priority, or of a team whose
+    turn comes first, may start before a queued one. They join the median and the high replays,
+    not the low one, whose start is that of a queue nobody else joins."""
+    replays = [
+        _replay(queued, busy, shares, capacity, durations, s, max_events, arrivals if s > 0 else ())
+        for s in range(3)
+    ]
     result: dict[str, Start | None] = {}
     for entry in queued:
         starts = [replay.get(entry.attempt_id) for replay in replays]

@@ -128,3 +128,21 @@ def test_a_long_queue_is_estimated_up_to_the_horizon(size):
     )
     known = sorted(s.median for s in starts.values() if s is not None)
     assert known == [float(n) for n in range(min(size, 101))]
+
+
+def test_runs_expected_to_arrive_may_overtake_in_the_median_and_high_replays_not_the_low():
+    """One CPU, busy for 10 s; a run waits. A higher-priority run expected in 5 s would start
+    first and take 20 s: the median and high starts are 30 s, the low one stays 10 s."""
+    busy = [Busy(team_id=1, demand={"CPU": 1}, remaining=Duration.exactly(10))]
+    later = policy.Queued(
+        attempt_id="expected", run_id=-1, team_id=1, priority=5, queued_at=105.0, options=({"CPU": 1},)
+    )
+    starts = eta.estimate(
+        [queued(1)],
+        busy,
+        {1: share(1)},
+        {"CPU": 1},
+        {"a1": Duration.exactly(5)},
+        arrivals=[eta.Arrival(after_s=5.0, queued=later, duration=Duration.exactly(20))],
+    )
+    assert starts["a1"] == eta.Start(median=30.0, low=10.0, high=30.0)
