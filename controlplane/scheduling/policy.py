@@ -13,8 +13,10 @@ benchmark and the fair-share simulation call it directly.
    all it reserves fits at once (gang admission) within the team's quota and the cluster's free
    capacity; a run with alternatives (GPUs if free, else CPUs) takes the first that fits.
 4. Then borrowing: a team whose quota is full may run beyond it on capacity that is free and that
-   no team waits for within its own quota. (Borrowed capacity is not yet reclaimed by preemption,
-   so lending is held back while anyone waits within their quota.)
+   no team waits for within its own quota (lending is held back while anyone waits within their
+   quota, and what was lent is reclaimed by `preempt` when its owner needs it).
+5. Then preemption (`preempt`): the first waiting run of each team's queue may ask admitted runs
+   to checkpoint and make room, as its team's policy allows.
 
 Every run is looked at no more than twice per pass: a pass only takes capacity, so a run that did
 not fit stays out until the next pass.
