@@ -24,6 +24,7 @@ from barrel_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError
 from barrel_cli.formatting import project_label, runs_table
 from barrel_cli.importer import DEFAULT_BATCH, DEFAULT_PARALLEL, FORMATS, MAX_BATCH, MAX_PARALLEL, run_import
 from barrel_cli.queue import (
+    PREEMPTION_POLICIES,
     fetch_queue,
     queue_report,
     quota_changes,
@@ -147,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         "quota",
         help="show or set a team's quota",
         description="Show the teams' quotas (what their admitted runs may hold), weights and what they hold "
-        "now; with --cpu/--gpu/--weight/--borrow, set a team's (cluster admins only).",
+        "now; with --cpu/--gpu/--weight/--borrow/--preemption, set a team's (cluster admins only).",
     )
     p.add_argument("team", nargs="?", metavar="TEAM", help="team slug or id (default: every team you can see)")
     p.add_argument("--cpu", metavar="N|none", help="CPUs its admitted runs may hold; none: no limit")
@@ -155,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weight", type=float, metavar="W", help="fair-share weight (twice the weight, twice the share)")
     p.add_argument("--borrow", action=argparse.BooleanOptionalAction, default=None,
                    help="may run beyond its quota on capacity nobody else queues for")  # fmt: skip
+    p.add_argument("--preemption", choices=PREEMPTION_POLICIES,
+                   help="which admitted runs its waiting runs may ask to checkpoint and make room: never; "
+                   "borrowed (other teams' runs beyond their quota); lower_priority (those, and its own "
+                   "of a lower priority)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the quota(s) as JSON")
 
     p = sub.add_parser(
@@ -426,7 +431,7 @@ def cmd_queue(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 def cmd_quota(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    changes = quota_changes(args.cpu, args.gpu, args.weight, args.borrow)
+    changes = quota_changes(args.cpu, args.gpu, args.weight, args.borrow, args.preemption)
     api, _ = _api(environ)
     with api:
         if changes:

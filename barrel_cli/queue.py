@@ -17,7 +17,7 @@ from barrel_cli.formatting import format_table, parse_time
 
 WATCH_INTERVAL_S = 3.0
 CLEAR = "\x1b[H\x1b[2J"
-QUOTA_FIELDS = ("cpu", "gpu", "weight", "borrow")
+QUOTA_FIELDS = ("cpu", "gpu", "weight", "borrow", "preemption")
 
 
 def _number(value: Any) -> float | None:
@@ -268,7 +268,12 @@ def parse_limit(flag: str, value: str) -> float | None:
     return amount
 
 
-def quota_changes(cpu: str | None, gpu: str | None, weight: float | None, borrow: bool | None) -> dict[str, Any]:
+PREEMPTION_POLICIES = ("never", "borrowed", "lower_priority")
+
+
+def quota_changes(
+    cpu: str | None, gpu: str | None, weight: float | None, borrow: bool | None, preemption: str | None = None
+) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     if cpu is not None:
         changes["cpu"] = parse_limit("--cpu", cpu)
@@ -278,6 +283,8 @@ def quota_changes(cpu: str | None, gpu: str | None, weight: float | None, borrow
         changes["weight"] = weight
     if borrow is not None:
         changes["borrow"] = borrow
+    if preemption is not None:
+        changes["preemption"] = preemption
     return changes
 
 

@@ -361,16 +361,17 @@ def series_of_run(
     return series
 
 
-def recent_values(*, run_ids: list[int], key: str, points: int) -> dict[int, tuple[int, list[float]]]:
-    """For each of these runs that has points of `key`: its last step, and the values of its last
-    `points` steps (one query; what the scheduler reads for the pace of running runs)."""
-    found: dict[int, tuple[int, list[float]]] = {}
+def recent_points(*, run_ids: list[int], key: str, points: int) -> dict[int, tuple[int, list[tuple[int, float, Any]]]]:
+    """For each of these runs that has points of `key`: its last step, and (step, value, time) of
+    its last `points` steps, in step order (one query; what the scheduler reads for the pace of
+    running runs)."""
+    found: dict[int, tuple[int, list[tuple[int, float, Any]]]] = {}
     rows = _rows(
-        "SELECT s.run_id, s.last_step, p.value FROM metrics_metricseries s "
+        "SELECT s.run_id, s.last_step, p.step, p.value, p.time FROM metrics_metricseries s "
         "JOIN metrics_metricpoint p ON p.series_id = s.id AND p.step > s.last_step - %s "
-        "WHERE s.run_id = ANY(%s) AND s.key = %s AND s.last_step IS NOT NULL",
+        "WHERE s.run_id = ANY(%s) AND s.key = %s AND s.last_step IS NOT NULL ORDER BY s.run_id, p.step",
         [points, run_ids, key],
     )
-    for run_id, last_step, value in rows:
-        found.setdefault(run_id, (last_step, []))[1].append(value)
+    for run_id, last_step, step, value, time in rows:
+        found.setdefault(run_id, (last_step, []))[1].append((step, value, time))
     return found

@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 from controlplane.api import ApiError, ErrorSerializer, InputSerializer, Pagination, query_int
 from controlplane.auth.access import accessible_team
 from controlplane.limits import MAX_BIGINT
+from controlplane.runs.serializers import RunQueueEtaSerializer
 from controlplane.scheduling import policy, selectors
 from controlplane.scheduling.models import Admission, Preemption, Quota
 from controlplane.scheduling.tasks import schedule
@@ -28,14 +29,6 @@ MAX_WEIGHT = 1000.0
 MIN_WEIGHT = 0.01
 
 Resources = serializers.DictField(child=serializers.FloatField(), help_text='By Ray resource name ("CPU", "GPU").')
-
-
-class EtaSerializer(serializers.Serializer[Any]):
-    start = serializers.DateTimeField(required=False, help_text="The estimated start (the median replay's).")
-    low = serializers.DateTimeField(required=False, help_text="The earliest of the replays' starts.")
-    high = serializers.DateTimeField(required=False, help_text="The latest of the replays' starts.")
-    estimated_at = serializers.DateTimeField(required=False)
-    unknown = serializers.CharField(required=False, help_text="Why there is no estimate, when there is none.")
 
 
 class QueuedRunSerializer(serializers.Serializer[Any]):
@@ -59,7 +52,7 @@ class QueuedRunSerializer(serializers.Serializer[Any]):
         child=serializers.IntegerField(), help_text="The first runs ahead of it in its team's queue."
     )
     ahead_count = serializers.IntegerField(allow_null=True)
-    eta = EtaSerializer(allow_null=True)
+    eta = RunQueueEtaSerializer(allow_null=True)
     waiting_for = serializers.CharField()
 
 
@@ -201,7 +194,7 @@ class TeamQuotaView(APIView):
 
     @extend_schema(
         request=QuotaIn,
-        responses={200: QuotaSerializer, 400: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+        responses={200: QuotaSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
         summary="Set the team's quota (cluster admins only)",
         description="Fields left out keep their values; cpu or gpu null removes that limit. A lower quota "
         "does not stop runs already admitted; it holds back the next ones.",

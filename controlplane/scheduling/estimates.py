@@ -3,8 +3,9 @@ says, written into each queued run's `queue.eta` (pushed over its websocket like
 place in the queue).
 
 - **An admitted run's time left** comes from its own pace once it has made steps: the steps it
-  has left (its recipe's planned steps less the last step of `time/step_s`) times its recent step
-  time (median, 10th and 90th percentile of its last RECENT_STEPS steps). Before its first step:
+  has left (its recipe's planned steps less the last step of `time/step_s`) times its recent wall
+  time per step (median, 10th and 90th percentile over its last RECENT_STEPS steps, from when
+  each was reported: waits, evals and checkpoints between steps count). Before its first step:
   what runs like it took, less the time it has had.
 - **A queued run's duration** comes from history: the last HISTORY_RUNS runs of the same recipe
   that succeeded in one attempt, in its project (else its team, else anywhere), their seconds per
@@ -18,6 +19,7 @@ than ETA_MOVE_S or a tenth of the wait, so a steady queue is not rewritten every
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections import defaultdict
@@ -31,7 +33,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from controlplane.metrics.models import MetricSeries
-from controlplane.metrics.selectors import recent_values
+from controlplane.metrics.selectors import recent_points
 from controlplane.runs.lifecycle import run_publish_status
 from controlplane.runs.models import Attempt, RunStatus
 from controlplane.runs.resources import cluster_capacity
@@ -160,19 +162,32 @@ def _admitted() -> list[Any]:
     )
 
 
+def step_times(points: list[tuple[int, float, Any]], since: datetime | None) -> list[float]:
+    """Wall seconds per step between consecutive reports of this attempt (from `since`, its
+    start): everything a step costs, the recipe's waits, evals and checkpoints included. With
+    fewer than two such reports, the steps' own `time/step_s` values."""
+    mine = [(step, time) for step, _, time in points if since is None or time >= since]
+    walls = [
+        (later - earlier).total_seconds() / (after - before)
+        for (before, earlier), (after, later) in itertools.pairwise(mine)
+        if after > before
+    ]
+    return walls or [value for _, value, _ in points]
+
+
 def _busy(rows: list[Any], history: History, now: datetime) -> list[eta.Busy]:
     """What each admitted run holds, and how long it has left."""
-    pace = recent_values(run_ids=[row["attempt__run_id"] for row in rows], key=STEP_KEY, points=RECENT_STEPS)
+    pace = recent_points(run_ids=[row["attempt__run_id"] for row in rows], key=STEP_KEY, points=RECENT_STEPS)
     busy = []
     for row in rows:
         recipe, config = row["attempt__run__recipe"], row["attempt__config"]
         steps = planned_steps(recipe, config)
-        last_step, values = pace.get(row["attempt__run_id"], (None, []))
+        last_step, points = pace.get(row["attempt__run_id"], (None, []))
         since = row["attempt__started_at"] or row["admitted_at"]
         left = eta.remaining(
             steps_total=steps,
             steps_done=0 if last_step is None else last_step + 1,
-            step_s=eta.quantiles(values),
+            step_s=eta.quantiles(step_times(points, row["attempt__started_at"])),
             elapsed_s=max((now - since).total_seconds(), 0.0),
             expected=history.expected(recipe, row["attempt__run__project_id"], row["team_id"], steps),
         )

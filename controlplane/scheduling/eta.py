@@ -153,8 +153,7 @@ def estimate(
     turn comes first, may start before a queued one. They join the median and the high replays,
     not the low one, whose start is that of a queue nobody else joins."""
     replays = [
-        _replay(queued, busy, shares, capacity, durations, s, max_events, arrivals if s > 0 else ())
-        for s in range(3)
+        _replay(queued, busy, shares, capacity, durations, s, max_events, arrivals if s > 0 else ()) for s in range(3)
     ]
     result: dict[str, Start | None] = {}
     for entry in queued:

@@ -66,14 +66,28 @@ def holdings() -> dict[int, dict[str, float]]:
 
 
 def team_quota(team: Team) -> dict[str, Any]:
-    return quota_view(team, Quota.objects.filter(team=team).first(), holdings().get(team.id, {}), cluster_capacity())
+    return quota_view(
+        team, Quota.objects.filter(team=team).first(), holdings().get(team.id, {}), schedulable(cluster_capacity())
+    )
+
+
+def schedulable(capacity: dict[str, float] | None) -> dict[str, float] | None:
+    """The resources runs reserve (CPU, GPU, custom ones), without Ray's bookkeeping entries
+    (memory and object store bytes, node:<ip>, accelerator_type:<name>)."""
+    if capacity is None:
+        return None
+    return {
+        name: amount
+        for name, amount in capacity.items()
+        if name not in ("memory", "object_store_memory") and not name.startswith(("node:", "accelerator_type:"))
+    }
 
 
 def queue_view(teams: QuerySet[Team]) -> dict[str, Any]:
     """The queue of these teams: the cluster's size and what Barrel holds of it in all, each
     team's quota and holding, its queued runs in the order the scheduler takes them (with place,
     reason and estimated start), and its admitted runs (with what they hold and their progress)."""
-    capacity = cluster_capacity()
+    capacity = schedulable(cluster_capacity())
     held = holdings()
     total: dict[str, float] = {}
     for demand in held.values():

@@ -152,6 +152,12 @@ def test_quota_flags_parse_limits_and_none() -> None:
     args = build_parser().parse_args(["quota", "lab", "--cpu", "none", "--gpu", "2", "--no-borrow"])
     assert quota_changes(args.cpu, args.gpu, args.weight, args.borrow) == {"cpu": None, "gpu": 2.0, "borrow": False}
     assert build_parser().parse_args(["quota"]).borrow is None
+    args = build_parser().parse_args(["quota", "lab", "--preemption", "lower_priority"])
+    assert quota_changes(args.cpu, args.gpu, args.weight, args.borrow, args.preemption) == {
+        "preemption": "lower_priority"
+    }
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["quota", "lab", "--preemption", "always"])
     for bad in ("many", "-1"):
         with pytest.raises(CliError) as info:
             quota_changes(bad, None, None, None)

@@ -1783,27 +1783,6 @@ export interface components {
                 [key: string]: string[];
             };
         };
-        Eta: {
-            /**
-             * Format: date-time
-             * @description The estimated start (the median replay's).
-             */
-            start?: string;
-            /**
-             * Format: date-time
-             * @description The earliest of the replays' starts.
-             */
-            low?: string;
-            /**
-             * Format: date-time
-             * @description The latest of the replays' starts.
-             */
-            high?: string;
-            /** Format: date-time */
-            estimated_at?: string;
-            /** @description Why there is no estimate, when there is none. */
-            unknown?: string;
-        };
         Eval: {
             readonly id: number;
             name: string;
@@ -2671,7 +2650,7 @@ export interface components {
             /** @description The first runs ahead of it in its team's queue. */
             ahead: number[];
             ahead_count: number | null;
-            eta: components["schemas"]["Eta"] | null;
+            eta: components["schemas"]["RunQueueEta"] | null;
             waiting_for: string;
         };
         Quota: {
@@ -9289,6 +9268,7 @@ export interface operations {
                     "application/json": components["schemas"]["Quota"];
                 };
             };
+            /** @description Invalid input, named by field. */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -21,9 +21,12 @@ from tests.controlplane.scheduling.test_passes import no_ray, submit  # noqa: F4
 TEN_STEPS = {"steps": 10, "tasks_per_step": 1, "task_cpus": 1}
 
 
-def step_times(run: Run, values: list[float]) -> None:
-    now = timezone.now()
-    metrics_ingest(run_id=run.id, points=[Point("time/step_s", step, value, now) for step, value in enumerate(values)])
+def step_times(run: Run, values: list[float], *, wall: float = 1.0) -> None:
+    """Steps reported `wall` times their `time/step_s` apart, the last a moment ago."""
+    end = timezone.now()
+    times = [end - timedelta(seconds=wall * sum(values[i + 1 :])) for i in range(len(values))]
+    points = [Point("time/step_s", step, value, at) for step, (value, at) in enumerate(zip(values, times, strict=True))]
+    metrics_ingest(run_id=run.id, points=points)
 
 
 def finished(owner, project, wall_s: float) -> Run:
@@ -61,9 +64,13 @@ def test_queued_runs_are_estimated_from_the_running_runs_pace_and_the_recipes_hi
         finished(owner, project, wall)
     running = submit(owner, project, config=TEN_STEPS)
     schedule_pass()
-    Attempt.objects.filter(run=running).update(status=RunStatus.RUNNING, started_at=timezone.now())
+    Attempt.objects.filter(run=running).update(
+        status=RunStatus.RUNNING, started_at=timezone.now() - timedelta(seconds=30)
+    )
     Run.objects.filter(id=running.id).update(status=RunStatus.RUNNING)
-    step_times(running, [2.0] * 5)  # 5 of 10 steps at 2 s: 10 s left
+    # 5 of 10 steps, each reporting 0.5 s of its own but 2 s apart (the recipe sleeps between
+    # steps): the pace is the wall time, 10 s left.
+    step_times(running, [0.5] * 5, wall=4.0)
     first, second = submit(owner, project, config=TEN_STEPS), submit(owner, project, config=TEN_STEPS)
     schedule_pass()
 
