@@ -1,15 +1,17 @@
 """Scheduling on the whole stack with the real Ray head: a higher-priority run preempts a
-lower-priority one, which checkpoints, stops, queues again and resumes from that checkpoint,
-losing no step it completed."""
+lower-priority GRPO run, which checkpoints, stops, queues again and resumes from that
+checkpoint, losing no step it completed."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.e2e import test_grpo
 from tests.e2e.conftest import TERMINAL, Live
 
 pytestmark = pytest.mark.e2e
@@ -20,7 +22,7 @@ PROJECT = "ops/e2e-scheduling"
 
 
 def submit(client: httpx.Client, config: dict[str, Any], **body: Any) -> dict[str, Any]:
-    answer = client.post("/api/v1/runs", json={"project": PROJECT, "recipe": "smoke", "config": config} | body)
+    answer = client.post("/api/v1/runs", json={"project": PROJECT, "recipe": "smoke", "config": config, **body})
     assert answer.status_code == 201, answer.text
     return dict(answer.json())
 
@@ -36,41 +38,50 @@ def wait(client: httpx.Client, run_id: int, until: Any, what: str, timeout: floa
 
 
 def reported_steps(client: httpx.Client, run_id: int) -> list[int]:
-    answer = client.get(f"/api/v1/runs/{run_id}/metrics", params={"keys": "policy/loss", "max_points": 1000})
+    answer = client.get(f"/api/v1/runs/{run_id}/metrics", params={"keys": "time/step_s", "max_points": 1000})
     return [step for series in answer.json()["series"] for step in series["step"]]
 
 
-def test_a_higher_priority_run_preempts_a_lower_one_which_resumes_without_losing_a_step(live: Live):
+def test_a_higher_priority_run_preempts_a_grpo_run_which_resumes_without_losing_a_step(live: Live, tmp_path: Path):
+    """The issue's check: a GRPO run of priority 0 holds its team's whole quota; a run of
+    priority 10 arrives. The GRPO run checkpoints after the step it is in, stops, queues again,
+    and once the other has run, resumes from that checkpoint and reports each of its steps once."""
     with live.client(live.admin_token) as root:
         team = next(t for t in root.get("/api/v1/teams").json()["results"] if t["slug"] == "ops")
-        quota = root.patch(
-            f"/api/v1/teams/{team['id']}/quota", json={"cpu": 1, "borrow": False, "preemption": "lower_priority"}
-        )
-        assert quota.status_code == 200, quota.text
-        one_cpu = {"tasks_per_step": 1, "task_cpus": 1}
-        low = submit(root, {"steps": 60, "interval_s": 0.2, **one_cpu}, name="preempt-low", priority=0)
+        quota_url = f"/api/v1/teams/{team['id']}/quota"
+        answer = root.patch(quota_url, json={"cpu": 2, "borrow": False, "preemption": "lower_priority"})
+        assert answer.status_code == 200, answer.text
+        low = submit(root, test_grpo.config(tmp_path, steps=6), recipe="grpo", name="preempt-grpo", priority=0)
         high: dict[str, Any] = {}
         try:
             wait(root, low["id"], lambda r: r["status"] == "RUNNING", "RUNNING")
-            wait(root, low["id"], lambda r: len(reported_steps(root, low["id"])) >= 3, "past step 3")
-            high = submit(root, {"steps": 3, "interval_s": 0.1, **one_cpu}, name="preempt-high", priority=10)
+            # The quota is what the GRPO run holds, and the other run needs as much.
+            queue = root.get("/api/v1/queue", params={"team": team["id"]}).json()
+            [holding] = [a["demand"]["CPU"] for a in queue["admitted"] if a["run"] == low["id"]]
+            assert root.patch(quota_url, json={"cpu": holding}).status_code == 200
+            config = {"steps": 3, "interval_s": 0.1, "tasks_per_step": 1, "task_cpus": holding}
+            high = submit(root, config, name="preempt-high", priority=10)
 
-            done = wait(root, high["id"], lambda r: r["status"] in TERMINAL, "ended", timeout=180)
+            done = wait(root, high["id"], lambda r: r["status"] in TERMINAL, "ended", timeout=240)
             assert done["status"] == "SUCCEEDED", done
-            resumed = wait(root, low["id"], lambda r: r["status"] in TERMINAL, "ended", timeout=180)
-            assert resumed["status"] == "SUCCEEDED", resumed
+            resumed = wait(root, low["id"], lambda r: r["status"] in TERMINAL, "ended", timeout=300)
+            assert resumed["status"] == "SUCCEEDED", resumed["failure_reason"] + resumed["log_tail"]
 
             first, second = resumed["attempts"]
             assert first["status"] == "CANCELLED" and first["failure_reason"].startswith("preempted (run ")
             stopped = first["preempted_step"]
-            assert stopped is not None and 3 <= stopped < 60
+            assert stopped is not None and 1 <= stopped < 6, first
             assert f"resumes from its checkpoint of step {stopped}" in first["failure_reason"]
             checkpoints = root.get(f"/api/v1/runs/{low['id']}/checkpoints").json()
             resumed_from = next(c for c in checkpoints if c["id"] == second["resume_from"])
             assert resumed_from["step"] == stopped
-            # Every step exactly once: the first attempt's up to the checkpoint, the second's after.
-            assert reported_steps(root, low["id"]) == list(range(60))
-            # The high-priority run started after the preemption, before the low one resumed.
+            # Every step exactly once: the first attempt's before the checkpoint, the second's after.
+            assert reported_steps(root, low["id"]) == list(range(6))
+            from_step = root.get(f"/api/v1/runs/{low['id']}/metrics", params={"keys": "resume/from_step"}).json()[
+                "series"
+            ]
+            assert [s["last"] for s in from_step] == [[float(stopped)]]
+            # The high-priority run started after the preemption, before the GRPO run resumed.
             assert done["started_at"] < second["started_at"]
 
             [audit] = root.get(f"/api/v1/teams/{team['id']}/preemptions").json()["results"]
@@ -80,6 +91,4 @@ def test_a_higher_priority_run_preempts_a_lower_one_which_resumes_without_losing
             for run in (low, high):
                 if run:
                     root.post(f"/api/v1/runs/{run['id']}/cancel")
-            root.patch(
-                f"/api/v1/teams/{team['id']}/quota", json={"cpu": None, "borrow": True, "preemption": "borrowed"}
-            )
+            root.patch(quota_url, json={"cpu": None, "borrow": True, "preemption": "borrowed"})

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -18,6 +19,7 @@ from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.runs.tasks import attempts_reconcile
 from controlplane.scheduling.models import Admission, Preemption, Quota
 from controlplane.scheduling.services import schedule_pass
+from controlplane.teams.models import Project, Team
 from tests.conftest import run_token_for
 from tests.controlplane.runs.test_reconcile import FakeRay, job
 from tests.controlplane.runs.test_reconcile import ray as ray
@@ -180,3 +182,38 @@ def test_no_preemption_where_the_policy_or_the_priorities_do_not_allow_it(
     schedule_pass()
     assert not Preemption.objects.exists()
     assert Attempt.objects.filter(preempt_requested_at__isnull=False).count() == 0
+
+
+def test_borrowed_capacity_is_reclaimed_when_its_owner_needs_it(
+    no_ray,  # noqa: F811
+    held,
+    ray,
+    owner,
+    project,
+    team,
+    outsider,
+    settings,
+):
+    """A two-CPU cluster. Team "other" (quota 1) borrows lab's idle CPU for a second run; when
+    lab submits a run within its own quota, the borrowed run is asked to make room, not the one
+    within other's quota."""
+    cache.set(f"barrel:cluster:capacity:{settings.RAY_ADDRESS}", {"CPU": 2.0}, timeout=300)
+    other = Team.objects.get(slug="other")
+    elsewhere = Project.objects.create(team=other, name="p")
+    Quota.objects.create(team=team, cpu=1, borrow=False)
+    Quota.objects.create(team=other, cpu=1, borrow=True)
+    own = submit(outsider, elsewhere, config=ONE_CPU, name="own")
+    schedule_pass()
+    lent = submit(outsider, elsewhere, config=ONE_CPU, name="lent")
+    schedule_pass()
+    assert Admission.objects.get(attempt__run=lent).borrowed and not Admission.objects.get(attempt__run=own).borrowed
+    own_attempt, lent_attempt = running(own, ray), running(lent, ray)
+
+    mine = submit(owner, project, config=ONE_CPU, name="mine")
+    schedule_pass()
+    lent_attempt.refresh_from_db()
+    own_attempt.refresh_from_db()
+    assert lent_attempt.preempt_requested_at is not None and "lent" in lent_attempt.preempt_reason
+    assert own_attempt.preempt_requested_at is None
+    [audit] = Preemption.objects.all()
+    assert audit.team == other and audit.for_team == team and audit.for_run_id == mine.id
