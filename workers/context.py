@@ -29,9 +29,12 @@ class Preempted(Exception):
     (`RunContext.stop_for_preemption`); the entrypoint exits cleanly, and the control plane
     queues the run again to resume from that checkpoint."""
 
-    def __init__(self, step: int) -> None:
+    def __init__(self, step: int, *, told: bool = True) -> None:
         super().__init__(f"preempted after step {step}")
         self.step = step
+        # Whether the control plane heard where the job stopped; if not, the job must not end as
+        # a success (the run would look finished with steps missing): it fails, to be resumed.
+        self.told = told
 
 
 @dataclass
@@ -71,9 +74,10 @@ class RunContext:
         control plane where the job stopped, and raise Preempted."""
         self.reporter.flush(timeout=60.0)
         try:
-            self.api.request_json("POST", f"runs/{self.run_id}/preempted", {"step": step}, deadline_s=30.0)
-        except Exception as exc:  # noqa: BLE001 - the job stops anyway; it is then stopped as overdue
-            self.logger.warning("could not report the preemption's stop: %s", exc)
+            self.api.request_json("POST", f"runs/{self.run_id}/preempted", {"step": step}, deadline_s=60.0)
+        except Exception as exc:  # the job stops anyway, as a failure (see Preempted.told)
+            self.logger.error("could not tell the control plane where the job stopped: %s", exc)
+            raise Preempted(step, told=False) from exc
         raise Preempted(step)
 
     def log(self, metrics: Mapping[str, Any], step: int) -> None:

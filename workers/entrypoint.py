@@ -294,6 +294,15 @@ def _run_job(env: JobEnv, api: ApiClient) -> int:
         try:
             runner(config, ctx)
         except Preempted as stop:
+            if not stop.told:
+                log.error(
+                    "run %s stopped for a preemption after step %d, but the control plane did not hear it: "
+                    "the run fails; resume it from its checkpoint of step %d",
+                    env.run_id,
+                    stop.step,
+                    stop.step,
+                )
+                return EXIT_FAILED
             log.warning(
                 "run %s stops for a preemption after step %d; it resumes from its checkpoint", env.run_id, stop.step
             )
