@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api import ApiError, ErrorSerializer, InputSerializer, Pagination, query_int
+from controlplane.api import ApiError, ErrorSerializer, InputSerializer, Pagination, int_schema, query_int
 from controlplane.auth.access import accessible_team
 from controlplane.limits import MAX_BIGINT
 from controlplane.runs.serializers import RunQueueEtaSerializer
@@ -152,7 +152,9 @@ class AdmissionSerializer(serializers.ModelSerializer[Admission]):
 
 
 TEAM_PARAM = OpenApiParameter(
-    "team", int, description="Only this team's queue (one of the caller's teams; any team for a cluster admin)."
+    "team",
+    int_schema(1, MAX_BIGINT),
+    description="Only this team's queue (one of the caller's teams; any team for a cluster admin).",
 )
 
 
