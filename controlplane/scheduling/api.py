@@ -186,6 +186,15 @@ def _team_for_quota(request: Request, team_id: int) -> Any:
     return team
 
 
+def _audit_page(
+    request: Request, view: APIView, rows: Any, serializer: type[serializers.BaseSerializer[Any]]
+) -> Response:
+    """One page of an audit list (admissions, preemptions), newest first."""
+    paginator = Pagination()
+    page: list[Any] = list(paginator.paginate_queryset(rows, request, view) or [])
+    return paginator.get_paginated_response(serializer(page, many=True).data)
+
+
 class TeamQuotaView(APIView):
     @extend_schema(
         responses={200: QuotaSerializer, 404: ErrorSerializer},
@@ -228,10 +237,9 @@ class TeamAdmissionsView(APIView):
         summary="The team's admissions, newest first: the scheduler's audit",
     )
     def get(self, request: Request, team_id: int) -> Response:
-        team = _team_for_quota(request, team_id)
-        paginator = Pagination()
-        page = list(paginator.paginate_queryset(selectors.admissions_of(team), request, self) or [])
-        return paginator.get_paginated_response(AdmissionSerializer(page, many=True).data)
+        return _audit_page(
+            request, self, selectors.admissions_of(_team_for_quota(request, team_id)), AdmissionSerializer
+        )
 
 
 class PreemptionSerializer(serializers.ModelSerializer[Preemption]):
@@ -261,7 +269,6 @@ class TeamPreemptionsView(APIView):
         summary="Preemptions the team's runs underwent or asked for, newest first: the scheduler's audit",
     )
     def get(self, request: Request, team_id: int) -> Response:
-        team = _team_for_quota(request, team_id)
-        paginator = Pagination()
-        page = list(paginator.paginate_queryset(selectors.preemptions_of(team), request, self) or [])
-        return paginator.get_paginated_response(PreemptionSerializer(page, many=True).data)
+        return _audit_page(
+            request, self, selectors.preemptions_of(_team_for_quota(request, team_id)), PreemptionSerializer
+        )

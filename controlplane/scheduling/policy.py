@@ -92,7 +92,8 @@ class Plan:
     wait: list[Wait] = field(default_factory=list)
 
 
-def _add(into: dict[str, float], demand: Resources, sign: float = 1.0) -> None:
+def add(into: dict[str, float], demand: Resources, sign: float = 1.0) -> None:
+    """Add `demand` (times `sign`) into `into`, resource by resource."""
     for name, amount in demand.items():
         into[name] = into.get(name, 0.0) + sign * float(amount)
 
@@ -145,9 +146,9 @@ class _State:
         self.used: dict[int, dict[str, float]] = defaultdict(dict)
         self.free: dict[str, float] | None = dict(capacity) if capacity is not None else None
         for entry in held:
-            _add(self.used[entry.team_id], entry.demand)
+            add(self.used[entry.team_id], entry.demand)
             if self.free is not None:
-                _add(self.free, entry.demand, -1.0)
+                add(self.free, entry.demand, -1.0)
 
     def share(self, team_id: int) -> Share:
         return self.shares.get(team_id) or Share(team_id=team_id, name=f"team {team_id}", limits={})
@@ -187,9 +188,9 @@ class _State:
         ]
 
     def take(self, team_id: int, demand: Resources) -> None:
-        _add(self.used[team_id], demand)
+        add(self.used[team_id], demand)
         if self.free is not None:
-            _add(self.free, demand, -1.0)
+            add(self.free, demand, -1.0)
 
 
 def plan(

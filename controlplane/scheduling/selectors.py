@@ -33,11 +33,6 @@ def teams_scheduled_for(user: Any) -> QuerySet[Team]:
     return Team.objects.all() if is_cluster_admin(user) else teams_visible_to(user)
 
 
-def _sum(into: dict[str, float], demand: dict[str, Any]) -> None:
-    for name, amount in (demand or {}).items():
-        into[name] = into.get(name, 0.0) + float(amount)
-
-
 def quota_view(
     team: Team, quota: Quota | None, holding: dict[str, float], capacity: dict[str, float] | None
 ) -> dict[str, Any]:
@@ -61,7 +56,7 @@ def holdings() -> dict[int, dict[str, float]]:
     """What each team's admitted runs reserve now."""
     held: dict[int, dict[str, float]] = defaultdict(dict)
     for team_id, demand in Admission.objects.filter(attempt__status__in=HOLDING).values_list("team_id", "demand"):
-        _sum(held[team_id], demand)
+        policy.add(held[team_id], demand or {})
     return held
 
 
@@ -91,7 +86,7 @@ def queue_view(teams: QuerySet[Team]) -> dict[str, Any]:
     held = holdings()
     total: dict[str, float] = {}
     for demand in held.values():
-        _sum(total, demand)
+        policy.add(total, demand)
     team_list = list(teams.order_by("slug"))
     ids = [team.id for team in team_list]
     quotas = {quota.team_id: quota for quota in Quota.objects.filter(team_id__in=ids)}

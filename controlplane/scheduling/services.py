@@ -104,8 +104,7 @@ def _shares(
     stored: the time since the last pass counted at what the team held during it."""
     held_by_team: dict[int, dict[str, float]] = defaultdict(dict)
     for entry in held:
-        for name, amount in entry.demand.items():
-            held_by_team[entry.team_id][name] = held_by_team[entry.team_id].get(name, 0.0) + amount
+        policy.add(held_by_team[entry.team_id], entry.demand)
     team_ids = team_ids | set(held_by_team)
     half_life = settings.SCHEDULER_USAGE_HALF_LIFE_S
     shares: dict[int, policy.Share] = {}
