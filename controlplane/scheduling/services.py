@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache, partial
 from typing import Any
@@ -66,24 +67,58 @@ _QUOTAS_USAGE_SQL = """
 UPDATE scheduling_quota q SET usage = v.usage, usage_at = %s
 FROM unnest(%s::bigint[], %s::float8[]) AS v(team_id, usage) WHERE q.team_id = v.team_id
 """
-# The queue: attempts QUEUED and not yet admitted, with what the pass needs of their runs.
+# The queue: attempts QUEUED and not yet admitted, with what the pass needs of their runs, and
+# the pass's own fields of each run's queue as text (see `_Seen`), so that a steady pass decodes
+# no run's queue: only those whose place changed are read whole.
 _QUEUE_SQL = """
-SELECT a.id, a.run_id, p.team_id, r.priority, a.created_at, a.demand, r.queue
+SELECT a.id, a.run_id, p.team_id, r.priority, EXTRACT(EPOCH FROM a.created_at)::float8, a.demand,
+    r.queue::text, r.queue->>'reason', r.queue->>'position', r.queue->>'ahead', r.queue->>'ahead_count',
+    r.queue->'demand' IS NOT DISTINCT FROM COALESCE(a.demand->0, '{}'::jsonb)
 FROM runs_attempt a
 JOIN runs_run r ON r.id = a.run_id
 JOIN teams_project p ON p.id = r.project_id
 WHERE a.status = 'QUEUED' AND NOT EXISTS (SELECT 1 FROM scheduling_admission s WHERE s.attempt_id = a.id)
 """
-_QUEUE_KEYS = ("id", "run_id", "run__project__team_id", "run__priority", "created_at", "demand", "run__queue")
 
 
-def _queue_row(row: tuple[Any, ...]) -> dict[str, Any]:
-    # Django has psycopg hand jsonb over as text (its JSONField decodes); a raw cursor decodes here.
-    found = dict(zip(_QUEUE_KEYS, row, strict=True))
-    for key in ("demand", "run__queue"):
-        if isinstance(found[key], str):
-            found[key] = json.loads(found[key])
-    return found
+@dataclass(frozen=True)
+class _Seen:
+    """A queued run's queue as the pass found it: the whole (jsonb's text, decoded only if the
+    pass changes it) and the pass's own fields as PostgreSQL writes them as text."""
+
+    queue: str | None
+    fields: tuple[str | None, ...]  # reason, position, ahead, ahead_count
+    same_demand: bool
+
+    def changed_by(self, wait: policy.Wait) -> bool:
+        # jsonb prints an int list as "[1, 2]", as Python's str() of a list of ints does.
+        mine = (wait.reason, str(wait.position), str(list(wait.ahead)), str(wait.ahead_count))
+        return mine != self.fields or not self.same_demand
+
+    def decoded(self) -> dict[str, Any]:
+        found = json.loads(self.queue) if self.queue else None
+        return found if isinstance(found, dict) else {}
+
+
+def _queue(cursor: Any) -> tuple[list[policy.Queued], dict[int, _Seen]]:
+    cursor.execute(_QUEUE_SQL)
+    queued: list[policy.Queued] = []
+    seen: dict[int, _Seen] = {}
+    for attempt_id, run_id, team_id, priority, queued_at, demand, queue, *fields, same_demand in cursor.fetchall():
+        # Django has psycopg hand jsonb over as text (its JSONField decodes); a raw cursor decodes.
+        options = json.loads(demand) if isinstance(demand, str) else demand
+        queued.append(
+            policy.Queued(
+                attempt_id=str(attempt_id),
+                run_id=run_id,
+                team_id=team_id,
+                priority=priority,
+                queued_at=queued_at,
+                options=tuple(options or ()),
+            )
+        )
+        seen[run_id] = _Seen(queue=queue, fields=tuple(fields), same_demand=bool(same_demand))
+    return queued, seen
 
 
 def _ordinal(n: int) -> str:
@@ -152,11 +187,9 @@ def schedule_pass() -> policy.Plan:
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PASS_LOCK])
-            cursor.execute(_QUEUE_SQL)
-            rows = [_queue_row(row) for row in cursor.fetchall()]
+            queued, seen = _queue(cursor)
         running = _admitted()
         held = [policy.Held(team_id=r.team_id, demand=r.demand) for r in running]
-        queued = queued_of(rows)
         shares = _shares({q.team_id for q in queued}, held, capacity, now)
         decided = policy.plan(queued, held, shares, capacity)
 
@@ -175,22 +208,22 @@ def schedule_pass() -> policy.Plan:
         # Each run's note and place, written in one statement for all (run_note_queue's
         # semantics): the admitted runs' cleared, the waiting runs' where their place changed.
         # The pass's own fields decide; what others keep there (the estimated start) stays.
-        current = {row["run_id"]: row["run__queue"] or {} for row in rows}
         notes: dict[int, tuple[str, dict[str, Any]]] = {admit.queued.run_id: ("", {}) for admit in admitted}
         for wait in decided.wait:
-            was = current.get(wait.queued.run_id, {})
+            found = seen.get(wait.queued.run_id)
+            if found is not None and not found.changed_by(wait):
+                continue
             queue = {
-                **was,
+                **(found.decoded() if found else {}),
                 "reason": wait.reason,
                 "position": wait.position,
                 "ahead": list(wait.ahead),
                 "ahead_count": wait.ahead_count,
                 "demand": dict(wait.queued.options[0]) if wait.queued.options else {},
             }
-            if queue != was:
-                share = shares.get(wait.queued.team_id)
-                team = share.name if share else f"team {wait.queued.team_id}"
-                notes[wait.queued.run_id] = (wait_note(wait, team), queue)
+            share = shares.get(wait.queued.team_id)
+            team = share.name if share else f"team {wait.queued.team_id}"
+            notes[wait.queued.run_id] = (wait_note(wait, team), queue)
         runs_note_queue(notes)
         # This pass's admissions hold too (not yet started, so never asked to make room).
         running += [

@@ -155,3 +155,25 @@ def test_a_pass_notes_each_waiting_run_once_and_clears_the_note_on_admission(
     assert sorted(rid for rid, _event in published) == [second.id, third.id]
     pushed = {rid: e["run"] for rid, e in published}
     assert pushed[second.id]["waiting_for"] == "" and pushed[third.id]["queue"]["position"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_reads_its_own_writes_as_unchanged_with_several_runs_ahead(
+    no_ray, owner, project, team, published, monkeypatch
+):
+    """The pass compares its fields as PostgreSQL prints them (jsonb's text of `ahead`, of the
+    position): a run with several runs ahead, and demands with fractions, are not rewritten by
+    the next pass when nothing moved."""
+    monkeypatch.setattr(run_tasks.attempt_dispatch, "delay", lambda attempt_id: None)
+    Quota.objects.create(team=team, cpu=1, borrow=False)
+    config = {**ONE_CPU, "task_cpus": 0.75}
+    runs = [
+        run_services.run_submit(user=owner.user, project=project.id, recipe="smoke", config=config) for _ in range(5)
+    ]
+    schedule_pass()
+    last = Run.objects.get(id=runs[-1].id)
+    assert last.queue["ahead"] == [r.id for r in runs[1:4]] and last.queue["position"] == 4
+    published.clear()
+    schedule_pass()
+    assert published == []
+    assert Run.objects.get(id=last.id).updated_at == last.updated_at
