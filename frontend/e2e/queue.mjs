@@ -11,7 +11,9 @@
  * start; BARREL_ADMITTED_RUN_ID the run holding the quota. Checks that the run's page says what
  * it waits for, when it should start (a wait with a range) and links to the queue (screenshot
  * queued-run.png); then that the queue page lists it waiting, with the same reason and estimate,
- * and the other run admitted (screenshot queue.png). Neither page may scroll sideways.
+ * and the other run admitted; that the team queue's audit lists the other run's admission, linked,
+ * with when, its wait and what it reserved (screenshot queue-audit.png); and that the cluster-wide
+ * queue lists them too (screenshot queue.png). No page may scroll sideways.
  */
 import path from "node:path";
 
@@ -81,6 +83,24 @@ async function main() {
       throw new CheckFailed(`the queue page does not list run ${admittedId} admitted`);
     });
     log(`queue: run ${runId} waits (${rowReason}; ${rowEta}), run ${admittedId} admitted`);
+    // The team's audit: the holder's admission, the newest first.
+    const audit = page.locator('[data-testid="queue-audit"]');
+    const admission = audit.locator(`[data-testid="admission"][data-run="${admittedId}"]`);
+    await admission.waitFor({ timeout: 15_000 }).catch(() => {
+      throw new CheckFailed(`the team's audit does not list the admission of run ${admittedId}`);
+    });
+    const href = await admission.locator("a").first().getAttribute("href");
+    if (href !== `/runs/${admittedId}`) throw new CheckFailed(`the admission links to ${href}`);
+    const cells = await admission.locator("td").allInnerTexts();
+    const [, , when, waited, reserved] = cells.map((cell) => cell.replace(/\s+/g, " ").trim());
+    if (!/ago$|^just now$/.test(when ?? "") || !/^\d+ (s|min)|^\d+ h/.test(waited ?? "") || !/\d CPU/.test(reserved ?? "")) {
+      throw new CheckFailed(`the admission reads ${JSON.stringify(cells)}`);
+    }
+    const whenTitle = (await admission.locator("td").nth(2).getAttribute("title")) ?? "";
+    if (!/\d\d:\d\d$/.test(whenTitle)) throw new CheckFailed(`the admission's time gives no time on hover: ${JSON.stringify(whenTitle)}`);
+    log(`audit: run ${admittedId} admitted ${when} (${whenTitle}) after ${waited}, reserving ${reserved}`);
+    await noHorizontalScroll(page);
+    await page.screenshot({ path: path.join(shots, "queue-audit.png"), fullPage: true });
     // The cluster-wide page (the nav link) lists them too.
     await page.locator('header nav a[href="/queue"]').click();
     await page.waitForURL(/\/queue$/, { timeout: 10_000 });

@@ -243,7 +243,8 @@ def test_a_person_sees_why_a_queued_run_waits_and_when_it_should_start(live: Liv
     """A one-CPU quota for lab (set by the cluster admin, restored after): a long smoke run is
     admitted and holds it, a second waits QUEUED. Once a run of the recipe has finished (the
     history its estimate learns from), the second's page says what it waits for and when it
-    should start, with a range, and the queue page lists both (frontend/e2e/queue.mjs)."""
+    should start, with a range, the queue page lists both, and the team's audit the holder's
+    admission (frontend/e2e/queue.mjs)."""
     env = check_env(live, 0)  # skips here, before anything is started, where there is no browser
     admin_token = getattr(live, "admin_token", None)
     if not admin_token:
@@ -288,3 +289,4 @@ def test_a_person_sees_why_a_queued_run_waits_and_when_it_should_start(live: Liv
             admin.patch(f"/api/v1/teams/{lab['id']}/quota", json=restore).raise_for_status()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (SHOTS / "queued-run.png").exists() and (SHOTS / "queue.png").exists()
+    assert (SHOTS / "queue-audit.png").exists()

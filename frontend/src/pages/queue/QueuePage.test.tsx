@@ -158,6 +158,25 @@ describe("the queue page", () => {
     expect(await screen.findByText("all teams")).toBeTruthy();
   });
 
+  it("adds the team's audit to a team's queue, not to every team's", async () => {
+    const empty = { count: 0, next: null, previous: null, results: [] };
+    const api = stubApi({
+      "GET /api/v1/teams": () => TEAMS,
+      "GET /api/v1/queue": () => queue(),
+      "GET /api/v1/teams/1/admissions": () => empty,
+      "GET /api/v1/teams/1/preemptions": () => empty,
+    });
+    renderPage(<QueuePage />, { path: "/teams/1/queue", route: "/teams/:id/queue" });
+    expect(await screen.findByRole("heading", { name: "Audit" })).toBeTruthy();
+    expect(await screen.findByText("The scheduler has admitted none of this team's runs yet.")).toBeTruthy();
+    expect(api.calls).toContain("GET /api/v1/teams/1/preemptions?limit=20&offset=0");
+    cleanup();
+
+    renderPage(<QueuePage />, { path: "/queue", route: "/queue" });
+    await screen.findAllByTestId("queued-run");
+    expect(screen.queryByTestId("queue-audit")).toBeNull();
+  });
+
   it("adds a team column when several teams show, and says when nothing waits or Ray cannot be asked", async () => {
     const other = team({ team: 2, slug: "other", cpu: null, queued: 0, admitted: 1 });
     stubApi({

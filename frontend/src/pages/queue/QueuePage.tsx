@@ -7,7 +7,9 @@ import { TableState } from "../../components/TableState";
 import { useNow } from "../../components/useNow";
 import { formatAgo, formatDateTime } from "../../format";
 import { useQueue, type AdmittedRun, type Queue, type QueuedRun, type TeamQueue } from "./api";
+import { AuditSection } from "./AuditSection";
 import { formatAmount, formatEta, formatLimit, formatResources, formatShare, progressOf } from "./format";
+import { Head, RunLink } from "./parts";
 import "./queue.css";
 
 /** A queued run's estimated start: the wait and its range, the absolute times on hover. */
@@ -17,18 +19,6 @@ export function EtaCell({ eta, now }: { eta: QueuedRun["eta"] | undefined; now: 
     <span className={`eta eta-${kind}`} title={title} data-testid="eta">
       {text}
     </span>
-  );
-}
-
-function Head({ headers }: { headers: string[] }) {
-  return (
-    <thead>
-      <tr>
-        {headers.map((h) => (
-          <th key={h}>{h}</th>
-        ))}
-      </tr>
-    </thead>
   );
 }
 
@@ -92,14 +82,6 @@ function TeamsTable({ teams }: { teams: TeamQueue[] }) {
         ))}
       </tbody>
     </table>
-  );
-}
-
-function RunLink({ id, name }: { id: number; name: string }) {
-  return (
-    <Link to={`/runs/${id}`}>
-      <span className="num">#{id}</span> {name}
-    </Link>
   );
 }
 
@@ -192,7 +174,8 @@ function AdmittedTable({ runs, slugs, now, pending }: { runs: AdmittedRun[]; slu
  * /queue (every team the caller sees: their own, or all for a cluster admin) and
  * /teams/:id/queue (one team's): the cluster, each team's quota and holding, the runs waiting
  * in the scheduler's order with what they wait for and when they should start, and the runs
- * admitted. Asked again every few seconds.
+ * admitted; a team's page adds the scheduler's audit of its admissions and preemptions. Asked
+ * again every few seconds.
  */
 export function QueuePage() {
   const param = useParams().id;
@@ -250,6 +233,9 @@ export function QueuePage() {
       <div className="table-scroll">
         <AdmittedTable runs={data?.admitted ?? []} slugs={slugs} now={now} pending={pending} />
       </div>
+      {/* Once the queue has the team (a team the caller cannot see has no audit either, and one
+          error says so). Keyed: another team's audit starts on its first tab and page. */}
+      {team ? <AuditSection key={team.team} teamId={team.team} now={now} /> : null}
     </section>
   );
 }

@@ -1,6 +1,17 @@
 import { describe, expect, it } from "vitest";
 
-import { durationRange, formatEta, formatLimit, formatResources, formatShare, ordinal, progressOf, shortDuration } from "./format";
+import {
+  durationRange,
+  formatEta,
+  formatLimit,
+  formatResources,
+  formatShare,
+  formatWaited,
+  ordinal,
+  preemptionOutcome,
+  progressOf,
+  shortDuration,
+} from "./format";
 
 const NOW = Date.parse("2026-12-04T12:00:00Z");
 const at = (seconds: number) => new Date(NOW + seconds * 1000).toISOString();
@@ -71,5 +82,22 @@ describe("resources and quotas", () => {
     expect(progressOf(null, 200)).toBe(0);
     expect(progressOf(5, null)).toBeNull();
     expect(progressOf(300, 200)).toBe(1);
+  });
+});
+
+describe("the audit", () => {
+  it("reads a wait in seconds under a minute, then rounded", () => {
+    expect([0, 0.4, 12.4, 59.4, 59.6, 250, 4000].map(formatWaited)).toEqual(["0 s", "0 s", "12 s", "59 s", "1 min", "4 min", "1 h 7 min"]);
+    expect(["NaN", "Infinity", -1, null].map(formatWaited)).toEqual(["–", "–", "–", "–"]);
+  });
+
+  it("says what became of a preempted attempt without repeating the reason", () => {
+    const reason = "run 15 of lab waits";
+    const asked = { reason, stopped_after_step: null, outcome: "" };
+    expect(preemptionOutcome(asked)).toBe("stopping…");
+    expect(preemptionOutcome({ ...asked, stopped_after_step: 12 })).toBe("stopped after step 12");
+    const outcome = `preempted (${reason}); it stopped after step 12; resumes from its checkpoint of step 10`;
+    expect(preemptionOutcome({ ...asked, stopped_after_step: 12, outcome })).toBe("it stopped after step 12; resumes from its checkpoint of step 10");
+    expect(preemptionOutcome({ ...asked, outcome: "the job failed" })).toBe("the job failed");
   });
 });

@@ -114,3 +114,23 @@ export function progressOf(step: number | null | undefined, steps: number | null
   if (typeof steps !== "number" || steps <= 0) return null;
   return Math.min(1, Math.max(0, (step ?? 0) / steps));
 }
+
+/** How long an admitted run waited: "12 s" under a minute, then as `shortDuration`; "–" for no number. */
+export function formatWaited(seconds: number | string | null | undefined): string {
+  if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds < 0) return "–";
+  const whole = Math.round(seconds);
+  return whole < 60 ? `${whole} s` : shortDuration(whole * 1000);
+}
+
+/**
+ * What became of a preempted attempt: its outcome less the "preempted (<reason>); " the row
+ * already says ("it stopped after step 12; resumes from its checkpoint of step 10"); before the
+ * outcome, the step it reported stopping after; "stopping…" while it has not.
+ */
+export function preemptionOutcome(p: { reason: string; stopped_after_step: number | null; outcome: string }): string {
+  if (p.outcome) {
+    const repeated = `preempted (${p.reason}); `;
+    return p.outcome.startsWith(repeated) ? p.outcome.slice(repeated.length) : p.outcome;
+  }
+  return p.stopped_after_step === null ? "stopping…" : `stopped after step ${p.stopped_after_step}`;
+}
