@@ -111,8 +111,8 @@ describe("the team's audit", () => {
     const panel = screen.getByRole("tabpanel");
     const [stopping, reported, done] = within(panel).getAllByTestId("preemption") as [HTMLElement, HTMLElement, HTMLElement];
     expect([...done.querySelectorAll("td")].map((td) => td.textContent)).toEqual([
-      "#9 grpo-borrower other · attempt 1",
-      "#15 lab",
+      "#9 grpo-borrowerother · attempt 1",
+      "#15 of lab",
       "run 15 of lab waits; this run borrows other's share",
       "10 min ago",
       "it stopped after step 12; resumes from its checkpoint of step 10",

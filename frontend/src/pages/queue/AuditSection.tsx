@@ -70,11 +70,11 @@ function PreemptionsTable({ audit, now }: { audit: AuditList<"preemptions">; now
           <tr key={p.id} data-testid="preemption" data-run={p.run}>
             <td className="queue-run">
               <RunLink id={p.run} name={p.run_name} />
-              <span className="muted small">{` ${p.team} · attempt ${p.attempt}`}</span>
+              <span className="queue-audit-sub muted small">{`${p.team} · attempt ${p.attempt}`}</span>
             </td>
             <td>
               {p.for_run === null ? <span className="muted">a deleted run</span> : <Link to={`/runs/${p.for_run}`}>#{p.for_run}</Link>}
-              <span className="muted small">{` ${p.for_team}`}</span>
+              <span className="muted small">{` of ${p.for_team}`}</span>
             </td>
             <td className="queue-audit-reason">{p.reason}</td>
             <When iso={p.requested_at} now={now} />
