@@ -13,6 +13,7 @@ from typing import Any
 
 from workers.recipes.base import RecipeConfig
 from workers.recipes.chat.config import ChatConfig
+from workers.recipes.command.config import CommandConfig
 from workers.recipes.generate.config import GenerateConfig
 from workers.recipes.grpo.config import GRPOConfig
 from workers.recipes.smoke.config import SmokeConfig
@@ -25,6 +26,8 @@ class RecipeSpec:
     config_model: type[RecipeConfig]
     # "module:function"; the function takes (config, context) and returns None or raises.
     runner: str
+    # Whether the job's driver joins the Ray cluster (ray.init) before the runner starts.
+    uses_ray: bool = True
 
     def load_runner(self) -> Callable[..., Any]:
         module_name, func_name = self.runner.split(":")
@@ -62,6 +65,15 @@ RECIPES: dict[str, RecipeSpec] = {
             "started by the control plane on a chat's first message.",
             config_model=ChatConfig,
             runner="workers.recipes.chat.run:run",
+        ),
+        RecipeSpec(
+            name="command",
+            description="Any trainer's entrypoint (TRL, verl, OpenRLHF, your own script) with its pip packages, "
+            "environment and working directory; it logs into the run through the MLflow API.",
+            config_model=CommandConfig,
+            runner="workers.recipes.command.run:run",
+            # The command connects to Ray itself if it uses it (RAY_ADDRESS is in its environment).
+            uses_ray=False,
         ),
     ]
 }

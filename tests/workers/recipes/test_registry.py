@@ -15,6 +15,6 @@ def test_the_registry_loads_config_models_only() -> None:
 
 
 def test_every_recipe_names_a_runner_it_does_not_load_yet() -> None:
-    assert set(RECIPES) == {"smoke", "grpo", "generate", "chat"}
+    assert set(RECIPES) == {"smoke", "grpo", "generate", "chat", "command"}
     spec = get_recipe("grpo")
     assert spec is not None and spec.runner == "workers.recipes.grpo.run:run"

@@ -1,0 +1,137 @@
+"""The command recipe's config: any trainer's entrypoint, run as a Barrel run.
+
+What a ClearML agent, W&B Launch or `ray job submit` takes: a command, the packages and
+environment it needs, a working directory, and the resources it reserves. Everything here is
+validated before the run is queued, so a bad value answers 400 naming its field.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+
+from packaging.requirements import InvalidRequirement, Requirement
+from pydantic import Field, field_validator
+
+from workers.recipes.base import RecipeConfig
+
+MAX_ARGS = 1024
+MAX_COMMAND_CHARS = 32_768  # the whole argv, well under Linux's ARG_MAX with the environment
+MAX_ENV_VARS = 200
+MAX_ENV_NAME_CHARS = 128
+MAX_ENV_VALUE_CHARS = 32_768
+MAX_PIP = 100
+MAX_REQUIREMENT_CHARS = 500
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The job contract's own variables (DESIGN.md, "The job contract"): the job would report into
+# another run, or nowhere, if a config could replace them.
+_RESERVED_PREFIXES = ("BARREL_", "MLFLOW_TRACKING_")
+_RESERVED_NAMES = frozenset({"MLFLOW_RUN_ID"})
+WORKING_DIR_PATTERN = r"^sha256:[0-9a-f]{64}$"
+
+
+def reserved_env_name(name: str) -> bool:
+    return name.upper().startswith(_RESERVED_PREFIXES) or name.upper() in _RESERVED_NAMES
+
+
+class CommandConfig(RecipeConfig):
+    """Any trainer's entrypoint as a Barrel run: TRL, verl, OpenRLHF or a script of your own."""
+
+    command: list[str] = Field(
+        description="The entrypoint: a command line (split into words as a POSIX shell would, with no shell "
+        "features such as pipes or $VARS: use ['bash', '-c', '...'] for those) or a list of arguments. "
+        "It runs in the working directory, with the job contract's variables (BARREL_*, MLFLOW_*) in its "
+        "environment, so a trainer that logs to MLflow logs into this run.",
+        examples=[["python", "train.py", "--lr", "1e-6"]],
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description=f"Environment variables of the job (at most {MAX_ENV_VARS}). The job contract's own "
+        "(BARREL_*, MLFLOW_TRACKING_*, MLFLOW_RUN_ID) cannot be set. Stored in the run's config: put "
+        "secrets in the team's settings, not here.",
+    )
+    pip: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_PIP,
+        description="Requirements installed for the job by Ray's runtime_env (pip), such as 'trl==0.19.1'.",
+    )
+    working_dir: str | None = Field(
+        default=None,
+        pattern=WORKING_DIR_PATTERN,
+        description="A working directory uploaded to the team (POST /teams/{id}/working-dirs; `barrel submit "
+        "--working-dir` does it), by its content hash: the job runs in a copy of it.",
+    )
+    cpus: float = Field(default=1.0, ge=0.0, le=1024.0, description="CPUs the job reserves in Ray.")
+    gpus: float = Field(default=0.0, ge=0.0, le=64.0, description="GPUs the job reserves in Ray.")
+    reserve_in_entrypoint: bool = Field(
+        default=True,
+        description="Whether the command's own process holds cpus/gpus (Ray places it on a node that has them "
+        "and sets CUDA_VISIBLE_DEVICES): right for a trainer in one process (TRL, torchrun). False for one "
+        "that starts its own Ray actors (verl, OpenRLHF), which reserve what they use. The scheduler counts "
+        "cpus/gpus either way.",
+    )
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise ValueError("the command contains a NUL byte")
+            try:
+                return shlex.split(value)
+            except ValueError as exc:  # an unclosed quote
+                raise ValueError(f"cannot split the command line into words: {exc}") from None
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _check_command(cls, argv: list[str]) -> list[str]:
+        if not argv or not argv[0]:
+            raise ValueError("the command is empty")
+        if len(argv) > MAX_ARGS:
+            raise ValueError(f"at most {MAX_ARGS} arguments")
+        if sum(len(arg) + 1 for arg in argv) > MAX_COMMAND_CHARS:
+            raise ValueError(f"the command is longer than {MAX_COMMAND_CHARS} characters")
+        if any("\x00" in arg for arg in argv):
+            raise ValueError("an argument contains a NUL byte")
+        return argv
+
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, env: dict[str, str]) -> dict[str, str]:
+        if len(env) > MAX_ENV_VARS:
+            raise ValueError(f"at most {MAX_ENV_VARS} variables")
+        for name, value in env.items():
+            if len(name) > MAX_ENV_NAME_CHARS or not _ENV_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name[:80]!r} is not a variable name (letters, digits and _, not starting with a digit, "
+                    f"at most {MAX_ENV_NAME_CHARS} characters)"
+                )
+            if reserved_env_name(name):
+                raise ValueError(
+                    f"{name} is the job contract's own variable (BARREL_*, MLFLOW_TRACKING_*, MLFLOW_RUN_ID); "
+                    "the job gets it from Barrel"
+                )
+            if "\x00" in value or len(value) > MAX_ENV_VALUE_CHARS:
+                raise ValueError(f"{name}: a value has no NUL bytes and at most {MAX_ENV_VALUE_CHARS} characters")
+        return env
+
+    @field_validator("pip")
+    @classmethod
+    def _check_pip(cls, pip: list[str]) -> list[str]:
+        for line in pip:
+            if len(line) > MAX_REQUIREMENT_CHARS:
+                raise ValueError(f"a requirement is longer than {MAX_REQUIREMENT_CHARS} characters")
+            try:
+                Requirement(line)
+            except InvalidRequirement as exc:
+                raise ValueError(
+                    f"{line[:80]!r} is not a requirement such as 'trl==0.19.1' (pip options are not accepted): "
+                    f"{str(exc).splitlines()[0]}"
+                ) from None
+        return pip
+
+    def demand(self, cluster: Mapping[str, float], free: Mapping[str, float]) -> dict[str, float]:
+        return {"CPU": self.cpus, "GPU": self.gpus}

@@ -1,0 +1,105 @@
+"""The command recipe's runner: the config's command as a child process of the job's driver.
+
+The child inherits the job contract's environment (BARREL_* and MLFLOW_TRACKING_URI /
+MLFLOW_RUN_ID / MLFLOW_TRACKING_TOKEN, which MLflow's client reads: `report_to="mlflow"` in TRL or
+verl's mlflow logger logs into this run) and writes to the driver's stdout and stderr, which are
+the job's log. It runs in a process group of its own, so that stopping it reaches everything it
+started (dataloader workers, torchrun's ranks) and nothing of the driver: on SIGTERM (Ray stopping
+the job: a cancel) the group gets SIGTERM, then SIGKILL after a grace shorter than Ray's own
+(RAY_JOB_STOP_WAIT_TIME_S, 3 s), which would otherwise kill the driver first and leave the group.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+
+from workers.context import RunContext
+from workers.recipes.command.config import CommandConfig
+
+# Between SIGTERM and SIGKILL to the command's process group.
+STOP_GRACE_S = 1.5
+
+
+class CommandError(RuntimeError):
+    """The command ended unsuccessfully: the message says how (exit code, or signal)."""
+
+
+def child_environment(environ: Mapping[str, str], config: CommandConfig) -> dict[str, str]:
+    """The driver's environment (the job contract's, with runtime_env's env_vars), and the
+    config's variables (the dispatcher puts them in the runtime_env too; set here as well so the
+    command gets them however the driver was started). The config cannot name the contract's own
+    (CommandConfig refuses them)."""
+    return {**environ, **config.env, "PYTHONUNBUFFERED": environ.get("PYTHONUNBUFFERED", "1")}
+
+
+def describe_exit(command: list[str], returncode: int) -> str:
+    shown = shlex.join(command)
+    shown = shown if len(shown) <= 200 else shown[:197] + "..."
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the command `{shown}` was killed by {name} (signal {-returncode})"
+    return f"the command `{shown}` exited with code {returncode}"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(pgid: int, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM to every process of the group, SIGKILL to what is left after `grace_s`."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_command(config: CommandConfig, *, environ: Mapping[str, str], cwd: str | None = None) -> int:
+    """Run the command to its end and return its exit status (negative: the signal that killed it).
+    Whatever interrupts the wait (SIGTERM, which the driver raises as Terminated) stops the whole
+    group before it propagates; processes the command left running when it exits are stopped too."""
+    try:
+        child = subprocess.Popen(
+            config.command,
+            env=child_environment(environ, config),
+            cwd=cwd,
+            start_new_session=True,  # its own session and process group, whose id is its pid
+        )
+    except OSError as exc:
+        raise CommandError(f"cannot start the command `{shlex.join(config.command)[:200]}`: {exc}") from None
+    try:
+        return child.wait()
+    finally:
+        stop_group(child.pid)
+        if child.poll() is None:
+            child.wait()
+
+
+def run(config: CommandConfig, ctx: RunContext) -> None:
+    ctx.logger.info("running %s", shlex.join(config.command))
+    returncode = run_command(config, environ=os.environ)
+    if returncode != 0:
+        raise CommandError(describe_exit(config.command, returncode))
+    ctx.logger.info("the command exited with code 0")
