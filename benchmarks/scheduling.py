@@ -248,7 +248,7 @@ def sections(world: dict[str, Any], passes: int) -> None:
 
     steps = [
         name
-        for name in ("cluster_capacity", "_queued", "queued_of", "_shares", "runs_note_queue", "_redispatch_lost")
+        for name in ("cluster_capacity", "_queued", "queued_of", "_shares", "runs_note_queue", "_redispatch")
         if hasattr(services, name)
     ]
     spent: dict[str, list[float]] = {}

@@ -145,10 +145,16 @@ def _shares(
     shares: dict[int, policy.Share] = {}
     usage: dict[int, float] = {}
     with connection.cursor() as cursor:
-        # Three statements, however many teams (the pass's budget is tens of milliseconds).
-        cursor.execute(_QUOTAS_ENSURE_SQL, [sorted(team_ids)])
-        cursor.execute(_QUOTAS_LOCK_SQL, [sorted(team_ids)])
-        for team_id, slug, cpu, gpu, weight, borrow, preemption, used, usage_at in cursor.fetchall():
+        # Two statements, however many teams (the pass's budget is tens of milliseconds); two
+        # more the first time a team is seen.
+        ids = sorted(team_ids)
+        cursor.execute(_QUOTAS_LOCK_SQL, [ids])
+        found = cursor.fetchall()
+        if len(found) < len(ids):
+            cursor.execute(_QUOTAS_ENSURE_SQL, [ids])
+            cursor.execute(_QUOTAS_LOCK_SQL, [ids])
+            found = cursor.fetchall()
+        for team_id, slug, cpu, gpu, weight, borrow, preemption, used, usage_at in found:
             elapsed = (now - usage_at).total_seconds() if usage_at else 0.0
             share_now = policy.dominant_share(held_by_team.get(team_id, {}), capacity)
             usage[team_id] = policy.decay(used, share_now, elapsed, half_life)
@@ -188,7 +194,7 @@ def schedule_pass() -> policy.Plan:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PASS_LOCK])
             queued, seen = _queue(cursor)
-        running = _admitted()
+        running, lost = _admitted(now)
         held = [policy.Held(team_id=r.team_id, demand=r.demand) for r in running]
         shares = _shares({q.team_id for q in queued}, held, capacity, now)
         decided = policy.plan(queued, held, shares, capacity)
@@ -243,15 +249,16 @@ def schedule_pass() -> policy.Plan:
 
         for admit in admitted:
             transaction.on_commit(partial(tasks.attempt_dispatch.delay, admit.queued.attempt_id))
-        _redispatch_lost(now)
+        _redispatch(lost)
     if admitted or decided.wait:
         logger.info("scheduling pass: %d admitted, %d waiting", len(admitted), len(decided.wait))
     return decided
 
 
-def _admitted() -> list[policy.Running]:
-    """Every admission that holds its reservation, as preemption sees it (one query: the pass
-    reads what is held from it too)."""
+def _admitted(now: Any) -> tuple[list[policy.Running], list[str]]:
+    """Every admission that holds its reservation, as preemption sees it, and the attempts among
+    them whose dispatch was lost (still QUEUED DISPATCH_LOST_S after admission). One query: the
+    pass reads what is held from it too."""
     rows = Admission.objects.filter(attempt__status__in=HOLDING).values_list(
         "attempt_id",
         "team_id",
@@ -264,20 +271,26 @@ def _admitted() -> list[policy.Running]:
         "attempt__run__priority",
         "attempt__run__recipe",
     )
-    return [
-        policy.Running(
-            attempt_id=str(attempt_id),
-            run_id=run_id,
-            team_id=team_id,
-            priority=priority,
-            demand=demand or {},
-            borrowed=borrowed,
-            admitted_at=admitted_at.timestamp(),
-            preemptible=status == RunStatus.RUNNING and asked is None and _checkpoints(recipe),
-            leaving=asked is not None,
+    lost_before = now - timedelta(seconds=DISPATCH_LOST_S)
+    running: list[policy.Running] = []
+    lost: list[str] = []
+    for attempt_id, team_id, demand, borrowed, admitted_at, status, asked, run_id, priority, recipe in rows:
+        running.append(
+            policy.Running(
+                attempt_id=str(attempt_id),
+                run_id=run_id,
+                team_id=team_id,
+                priority=priority,
+                demand=demand or {},
+                borrowed=borrowed,
+                admitted_at=admitted_at.timestamp(),
+                preemptible=status == RunStatus.RUNNING and asked is None and _checkpoints(recipe),
+                leaving=asked is not None,
+            )
         )
-        for attempt_id, team_id, demand, borrowed, admitted_at, status, asked, run_id, priority, recipe in rows
-    ]
+        if status == RunStatus.QUEUED and admitted_at < lost_before:
+            lost.append(str(attempt_id))
+    return running, lost
 
 
 def _preempt(
@@ -309,12 +322,9 @@ def _checkpoints(recipe: str) -> bool:
     return spec is not None and spec.config_model.preemptible
 
 
-def _redispatch_lost(now: Any) -> None:
+def _redispatch(lost: list[str]) -> None:
     """Dispatch again admitted attempts whose dispatch never came (see DISPATCH_LOST_S)."""
-    lost = Admission.objects.filter(
-        attempt__status=RunStatus.QUEUED, admitted_at__lt=now - timedelta(seconds=DISPATCH_LOST_S)
-    ).values_list("attempt_id", flat=True)
     for attempt_id in lost:
-        if jobs.redispatch_claim(str(attempt_id)):
+        if jobs.redispatch_claim(attempt_id):
             logger.warning("attempt %s was admitted but not dispatched: dispatching it again", attempt_id)
-            transaction.on_commit(partial(tasks.attempt_dispatch.delay, str(attempt_id)))
+            transaction.on_commit(partial(tasks.attempt_dispatch.delay, attempt_id))
