@@ -132,19 +132,83 @@ class Calculator(_ProgramTool):
 
 # The Python tool: the argument is one line of Python. An expression's value is printed as a REPL
 # prints it (its repr, nothing for None); a statement is run. Each call is a fresh interpreter in
-# the episode's session, so variables do not carry over, but files (and background processes) do.
-PYTHON_SOURCE = (
-    "import sys\n"
-    "source = sys.stdin.read()\n"
-    "try:\n"
-    "    code = compile(source, 'python', 'eval')\n"
-    "except SyntaxError:\n"
-    "    exec(compile(source, 'python', 'exec'), {'__name__': '__main__'})\n"
-    "else:\n"
-    "    value = eval(code, {'__name__': '__main__'})\n"
-    "    if value is not None:\n"
-    "        print(repr(value))\n"
-)
+# the episode's session; files (and background processes) carry over, and so do its variables, as
+# a notebook's do: after each call (a failed one too) the harness keeps, in `.python_state` in the
+# session's directory, the modules imported (imported again by name), the functions and classes
+# defined (their definitions run again, first) and every other value that pickles (at most
+# PYTHON_STATE_BYTES in all); the next call starts from them. What does not pickle (a generator,
+# an open file) is gone at the next call, which then says so with a NameError. The code runs in
+# the interpreter's own __main__, so that values of the classes it defines pickle.
+PYTHON_STATE_BYTES = 8 << 20
+PYTHON_SOURCE = f"""
+def _barrel_call():
+    import importlib, pickle, sys, types
+    g = sys.modules['__main__'].__dict__
+    del g['_barrel_call']
+    builtin = set(g)
+    path = '.python_state'
+    try:
+        with open(path, 'rb') as f:
+            state = pickle.load(f)
+        modules, defs, values = state['modules'], state['defs'], state['values']
+    except Exception:
+        modules, defs, values = {{}}, [], {{}}
+    for name, module in modules.items():
+        try:
+            g[name] = importlib.import_module(module)
+        except Exception:
+            pass
+    for source in defs:
+        try:
+            exec(compile(source, 'python', 'exec'), g)
+        except Exception:
+            pass
+    for name, blob in values.items():
+        try:
+            g[name] = pickle.loads(blob)
+        except Exception:
+            pass
+    source = sys.stdin.read()
+    new = []
+    try:
+        try:
+            code = compile(source, 'python', 'eval')
+        except SyntaxError:
+            import ast
+
+            code = compile(source, 'python', 'exec')
+            tree = ast.parse(source)
+            defined = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            new = [ast.get_source_segment(source, node) for node in tree.body if isinstance(node, defined)]
+            exec(code, g)
+        else:
+            value = eval(code, g)
+            if value is not None:
+                print(repr(value))
+    finally:
+        kept, room = {{}}, {PYTHON_STATE_BYTES}
+        modules = {{}}
+        defs = (defs + [n for n in new if n])[-200:]
+        for name, value in list(g.items()):
+            if name in builtin or name.startswith('__'):
+                continue
+            if isinstance(value, types.ModuleType):
+                modules[name] = value.__name__
+                continue
+            if isinstance(value, (types.FunctionType, type)) and getattr(value, '__module__', None) == '__main__':
+                continue
+            try:
+                blob = pickle.dumps(value)
+            except Exception:
+                continue
+            if len(blob) <= room:
+                kept[name], room = blob, room - len(blob)
+        with open(path, 'wb') as f:
+            pickle.dump({{'modules': modules, 'defs': defs, 'values': kept}}, f)
+
+
+_barrel_call()
+"""
 
 
 PYTHON_LIMITS = Limits(wall_s=5.0, cpu_s=5.0, max_output_bytes=4096)
@@ -153,8 +217,8 @@ PYTHON_LIMITS = Limits(wall_s=5.0, cpu_s=5.0, max_output_bytes=4096)
 @dataclass(frozen=True)
 class PythonTool(_ProgramTool):
     """``python:<one line of Python>`` in the episode's session → what it printed (an
-    expression's repr); ``error`` (and the kind) when it fails. Files persist between the
-    episode's calls: ``python:open('n','w').write('3')`` then ``python:open('n').read()``."""
+    expression's repr); ``error`` (and the kind) when it fails. Files and variables persist
+    between the episode's calls: ``python:n = 41`` then ``python:n + 1``."""
 
     limits: Limits = PYTHON_LIMITS
     max_reply_chars: int = 64

@@ -265,6 +265,39 @@ def test_the_reward_worker_scores_the_answer_and_masks_a_fault_and_the_step_coun
     assert grpo_metrics.agent_metrics([{"response_ids": [1], "turns": None}]) == {}
 
 
+def test_the_python_tool_keeps_an_episodes_variables_as_a_notebook_does(sandbox: LocalSandbox):
+    """Values, imports, functions, classes and their instances carry over from call to call of
+    one session, a failed call's assignments too; what does not pickle is gone (the model reads
+    a NameError); another session starts empty."""
+    tools = build_tools(["python"])
+    with SessionPool(Limits(wall_s=5), size=2, sandbox=sandbox) as sessions:
+        mine, other = sessions.acquire(), sessions.acquire()
+        try:
+
+            def run(line: str, session: Any = mine) -> tuple[str, str]:
+                result = call(tools, ("python", line), None, session=lambda: session)
+                return result.kind, result.reply
+
+            assert run("x = 40") == ("ok", "")
+            assert run("x + 2") == ("ok", "42")
+            assert run("import math; from fractions import Fraction") == ("ok", "")
+            assert run("def scale(a): return a * x") == ("ok", "")
+            assert run("class Box:\n    def __init__(self, v): self.v = v") == ("ok", "")
+            assert run("box = Box(Fraction(1, 3))") == ("ok", "")
+            assert run("(scale(2), math.isqrt(81), box.v * 3)") == ("ok", "(80, 9, Fraction(1, 1))")
+            assert run("y = 5; 1/0") == ("program_error", "error")
+            assert run("y") == ("ok", "5")
+            assert run("gen = (i for i in range(3)); ok = 1") == ("ok", "")
+            assert run("ok") == ("ok", "1")
+            assert run("gen") == ("program_error", "error")  # a generator does not pickle
+            assert run("del x") == ("ok", "")
+            assert run("scale(1)") == ("program_error", "error")  # the function is back, x is not
+            assert run("x", other) == ("program_error", "error")
+        finally:
+            mine.release()
+            other.release()
+
+
 def test_an_episode_keeps_its_files_across_python_calls_in_a_session_closed_at_its_end(
     tokenizer: Any, sandbox: LocalSandbox
 ):
