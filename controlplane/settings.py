@@ -325,6 +325,11 @@ ARTIFACTS_S3_BUCKET = env_str("BARREL_ARTIFACTS_S3_BUCKET", "")
 # The largest one artifact may be; a larger upload is refused with 413 before it is stored.
 ARTIFACTS_MAX_UPLOAD_BYTES = env_int("BARREL_ARTIFACTS_MAX_UPLOAD_BYTES", 2**30)
 ARTIFACTS_S3_ENDPOINT_URL = env_str("BARREL_ARTIFACTS_S3_ENDPOINT_URL", "")
+# Working directories of command runs (POST /teams/{id}/working-dirs), zips kept in the artifacts
+# storage: the largest upload, and the most its files may hold unzipped (Ray's GCS keeps each
+# package whole, at most 512 MiB).
+WORKING_DIR_MAX_BYTES = env_int("BARREL_WORKING_DIR_MAX_BYTES", 100 * 2**20)
+WORKING_DIR_MAX_UNZIPPED_BYTES = env_int("BARREL_WORKING_DIR_MAX_UNZIPPED_BYTES", 500 * 2**20)
 ARTIFACTS_STORAGE: dict[str, object] = {
     "BACKEND": "django.core.files.storage.FileSystemStorage",
     # An artifact logged again under the same path replaces the old one, as in MLflow.

@@ -61,6 +61,7 @@ from controlplane.runs.api import (
     RunPreemptedView,
     SweepView,
 )
+from controlplane.runs.working_dirs_api import TeamWorkingDirsView
 from controlplane.scheduling.api import QueueView, TeamAdmissionsView, TeamPreemptionsView, TeamQuotaView
 from controlplane.teams.api import (
     MemberDetailView,
@@ -105,6 +106,7 @@ api_v1 = [
     path("teams/<id:team_id>", TeamDetailView.as_view()),
     path("teams/<id:team_id>/members", MemberListView.as_view()),
     path("teams/<id:team_id>/members/<id:user_id>", MemberDetailView.as_view()),
+    path("teams/<id:team_id>/working-dirs", TeamWorkingDirsView.as_view()),
     path("projects", ProjectListView.as_view()),
     path("recipes", RecipeListView.as_view()),
     path("runs", RunListView.as_view()),

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
+from controlplane.runs import command
 from controlplane.runs.models import Attempt
 
 logger = logging.getLogger(__name__)
@@ -135,7 +136,15 @@ def _runtime_env(attempt: Attempt, run_token: str) -> dict[str, Any]:
 
         env["py_modules"] = [str(Path(workers.__file__).parent)]
         env["excludes"] = ["__pycache__", "*.pyc"]
+    if attempt.run.recipe == command.RECIPE:
+        command.command_runtime_env(env, team_id=attempt.run.project.team_id, config=attempt.config)
     return env
+
+
+def _entrypoint_resources(attempt: Attempt) -> dict[str, float]:
+    if attempt.run.recipe == command.RECIPE:
+        return command.command_entrypoint_resources(attempt.config)
+    return {}
 
 
 def job_submit(attempt: Attempt, run_token: str) -> str:
@@ -151,6 +160,7 @@ def job_submit(attempt: Attempt, run_token: str) -> str:
             submission_id=str(attempt.id),
             runtime_env=_runtime_env(attempt, run_token),
             metadata={"barrel_run": str(attempt.run_id), "barrel_attempt": str(attempt.number)},
+            **_entrypoint_resources(attempt),
         )
     except Exception as exc:
         if "already exists" in str(exc):

@@ -16,6 +16,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from controlplane.api import ApiError
 from controlplane.runs import resources, tasks
+from controlplane.runs.command import working_dir_check
 from controlplane.runs.lifecycle import attempt_queued, external_end, run_publish_status, transition
 from controlplane.runs.models import TERMINAL, Attempt, Run, RunStatus
 from controlplane.teams.models import Project, Role, Team
@@ -154,6 +155,7 @@ def run_submit(
     proj = project_resolve(user=user, ref=project)
     if not team_role_at_least(user, proj.team_id, Role.MEMBER):
         raise ApiError("Viewers cannot submit runs.", code="permission_denied", status_code=403)
+    working_dir_check(team_id=proj.team_id, recipe=recipe, config=resolved)
     demand = attempt_demand(recipe=recipe, config=resolved)
     run = Run.objects.create(
         project=proj,

@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import io
 import json
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
@@ -148,6 +149,16 @@ ML_ART = "/mlflow/api/2.0/mlflow-artifacts"
 ML = "/mlflow/api/2.0/mlflow"
 POINT = {"points": [{"key": "reward/mean", "step": 1, "value": 0.5}]}
 EXTERNAL = [{"uri": "/models/a", "label": "A"}, {"uri": "/models/b", "label": "B"}]
+
+
+def _zip_of_one_file() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("train.py", b"print('hi')\n")
+    return buffer.getvalue()
+
+
+WORKING_DIR = _zip_of_one_file()  # a command run's working directory
 ENVIRONMENT = {"attempt": "{attempt}", "code_version": "abc", "packages": {}, "python": "3.11", "hostname": "h"}
 
 # (route as the URL conf spells it, method) → how to call it and who may.
@@ -186,6 +197,9 @@ ROUTES: dict[tuple[str, str], Call] = {
     ),
     ("api/v1/teams/<id:team_id>/members/<id:user_id>", "DELETE"): Call(
         TEAM_ADMIN, (204,), "/api/v1/teams/{team}/members/{user}", fresh=True
+    ),
+    ("api/v1/teams/<id:team_id>/working-dirs", "POST"): Call(
+        TEAM_MEMBER, (200, 201), "/api/v1/teams/{team}/working-dirs", WORKING_DIR
     ),
     ("api/v1/projects", "GET"): Call(SIGNED_IN, (200,), "/api/v1/projects"),
     ("api/v1/projects", "POST"): Call(TEAM_WRITE, (201,), "/api/v1/projects", {"team": "lab", "name": "default"}),

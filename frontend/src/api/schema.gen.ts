@@ -1261,6 +1261,26 @@ export interface paths {
         patch: operations["teams_quota_partial_update"];
         trace?: never;
     };
+    "/api/v1/teams/{team_id}/working-dirs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload a working directory for command runs
+         * @description The body is a zip of the directory (paths relative to it). Named by its SHA-256: uploading the same content again stores nothing new. Refused with 413 over BARREL_WORKING_DIR_MAX_BYTES, 400 when it is no zip or unzips to more than BARREL_WORKING_DIR_MAX_UNZIPPED_BYTES.
+         */
+        post: operations["teams_working_dirs_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tokens": {
         parameters: {
             query?: never;
@@ -2940,13 +2960,67 @@ export interface components {
             dir: string | null;
         };
         /**
+         * CommandConfig
+         * @description Any trainer's entrypoint as a Barrel run: TRL, verl, OpenRLHF or a script of your own.
+         */
+        RecipeCommandConfig: {
+            /**
+             * Seed
+             * @description Random seed. When omitted, the control plane picks one and records it on the attempt.
+             * @default null
+             */
+            seed: number | null;
+            /**
+             * Command
+             * @description The entrypoint: a command line (split into words as a POSIX shell would, with no shell features such as pipes or $VARS: use ['bash', '-c', '...'] for those) or a list of arguments. It runs in the working directory, with the job contract's variables (BARREL_*, MLFLOW_*) in its environment, so a trainer that logs to MLflow logs into this run.
+             */
+            command: string[];
+            /**
+             * Env
+             * @description Environment variables of the job (at most 200). The job contract's own (BARREL_*, MLFLOW_TRACKING_*, MLFLOW_RUN_ID) cannot be set. Stored in the run's config: put secrets in the team's settings, not here.
+             */
+            env?: {
+                [key: string]: string;
+            };
+            /**
+             * Pip
+             * @description Requirements installed for the job by Ray's runtime_env (pip), such as 'trl==0.19.1'.
+             */
+            pip?: string[];
+            /**
+             * Working Dir
+             * @description A working directory uploaded to the team (POST /teams/{id}/working-dirs; `barrel submit --working-dir` does it), by its content hash: the job runs in a copy of it.
+             * @default null
+             */
+            working_dir: string | null;
+            /**
+             * Cpus
+             * @description CPUs the job reserves in Ray.
+             * @default 1
+             */
+            cpus: number;
+            /**
+             * Gpus
+             * @description GPUs the job reserves in Ray.
+             * @default 0
+             */
+            gpus: number;
+            /**
+             * Reserve In Entrypoint
+             * @description Whether the command's own process holds cpus/gpus (Ray places it on a node that has them and sets CUDA_VISIBLE_DEVICES): right for a trainer in one process (TRL, torchrun). False for one that starts its own Ray actors (verl, OpenRLHF), which reserve what they use. The scheduler counts cpus/gpus either way.
+             * @default true
+             */
+            reserve_in_entrypoint: boolean;
+        };
+        /**
          * @description * `chat` - chat
+         *     * `command` - command
          *     * `generate` - generate
          *     * `grpo` - grpo
          *     * `smoke` - smoke
          * @enum {string}
          */
-        RecipeEnum: "chat" | "generate" | "grpo" | "smoke";
+        RecipeEnum: "chat" | "command" | "generate" | "grpo" | "smoke";
         /** EvalConfig */
         RecipeEvalConfig: {
             /**
@@ -3714,6 +3788,19 @@ export interface components {
             /** @default  */
             name: string;
             recipe: string;
+            config?: components["schemas"]["RecipeCommandConfig"];
+            tags?: string[];
+            /**
+             * @description Order in the team's queue: a higher priority is admitted first (-100 to 100, default 0).
+             * @default 0
+             */
+            priority: number;
+        } | {
+            /** @description Project id, or 'team-slug/project-name' (created if missing). */
+            project: number | string;
+            /** @default  */
+            name: string;
+            recipe: string;
             config?: components["schemas"]["RecipeGenerateConfig"];
             tags?: string[];
             /**
@@ -4021,6 +4108,7 @@ export interface components {
              * @description A recipe; see GET /api/v1/recipes.
              *
              *     * `chat` - chat
+             *     * `command` - command
              *     * `generate` - generate
              *     * `grpo` - grpo
              *     * `smoke` - smoke
@@ -4176,6 +4264,15 @@ export interface components {
          * @enum {string}
          */
         WhyEnum: "threshold" | "spike";
+        WorkingDir: {
+            /** @description Name it in a command run's config as `working_dir`. */
+            ref: string;
+            /** @description Bytes of the zip. */
+            size: number;
+            files: number;
+            /** @description False when the team had this content already (same ref). */
+            created: boolean;
+        };
     };
     responses: never;
     parameters: never;
@@ -9296,6 +9393,84 @@ export interface operations {
             };
             /** @description No such object, or not visible to you. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    teams_working_dirs_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                team_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkingDir"];
+                };
+            };
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkingDir"];
+                };
+            };
+            /** @description Invalid input, named by field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated, or a bad token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not allowed (a viewer writing, a run token outside its run, no CSRF token). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such object, or not visible to you. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is over the size limit; split it. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

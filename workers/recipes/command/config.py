@@ -44,7 +44,6 @@ class CommandConfig(RecipeConfig):
         "features such as pipes or $VARS: use ['bash', '-c', '...'] for those) or a list of arguments. "
         "It runs in the working directory, with the job contract's variables (BARREL_*, MLFLOW_*) in its "
         "environment, so a trainer that logs to MLflow logs into this run.",
-        examples=[["python", "train.py", "--lr", "1e-6"]],
     )
     env: dict[str, str] = Field(
         default_factory=dict,
