@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import threading
@@ -139,7 +140,11 @@ class SandboxWorker:
         return str(session.id)
 
     def session_execute(self, session_id: str, program: Program, limits: Limits | None = None) -> ExecResult:
-        """One call on an open session; a lease that expired is a ``start_failure`` naming it."""
+        """One call on an open session; a lease that expired is a ``start_failure`` naming it.
+
+        A call renews the session's lease, when it begins and when it ends: a pool session's lease
+        runs out ``lease_s`` after its last call, so an episode however long keeps its sandbox
+        while it uses it, and one that was dropped without a close gives it back that long after."""
         from workers.sandbox.session import LeaseExpired
 
         with self._lock:
@@ -147,12 +152,29 @@ class SandboxWorker:
         if session is None:
             return fault(Outcome.START_FAILURE, f"no open session {session_id!r} on this sandbox worker")
         try:
+            session.renew()
             result: ExecResult = session.execute(program, limits=limits)
         except LeaseExpired as e:
             return fault(Outcome.START_FAILURE, f"the session's lease expired: {e}")
         except Exception as e:  # noqa: BLE001 — as execute: the session's own failure is the sandbox's
             return fault(Outcome.CRASH, f"the session raised {type(e).__name__}: {e}")
+        with contextlib.suppress(Exception):  # it died under the call, or was released meanwhile
+            session.renew()
         return result
+
+    def renew_session(self, session_id: str, lease_s: float | None = None) -> float | None:
+        """Extend an open session's lease to ``lease_s`` from now (default: the lease it was
+        given); the lease, or None when the session is gone (expired, released, unknown)."""
+        with self._lock:
+            session = self._open.get(session_id)
+        if session is None:
+            return None
+        try:
+            return float(session.renew(lease_s))
+        except ValueError:
+            raise
+        except Exception:  # noqa: BLE001 — expired or released: gone for the caller
+            return None
 
     def close_session(self, session_id: str) -> None:
         """Release a session: its sandbox is torn down before this returns (idempotent)."""
@@ -590,6 +612,23 @@ class PoolSession:
 
         program, limits = python_source(PYTHON, code, stdin, timeout_s, limits or self.pool.limits)
         return self.execute(program, limits=limits)
+
+    def renew(self, lease_s: float | None = None) -> float | None:
+        """Extend the lease to ``lease_s`` from now (default: the lease it was opened with) and
+        return it; None when the session is gone (its lease expired, or it is closed or dead).
+        Each call renews it too: only a session left idle for its lease expires."""
+        import ray
+
+        if lease_s is not None and not lease_s > 0:
+            raise ValueError(f"lease_s must be positive, not {lease_s!r}")
+        with self._lock:
+            if self.closed or self.failed is not None:
+                return None
+        try:
+            lease: float | None = ray.get(self.handle.renew_session.remote(self.id, lease_s), timeout=ANSWER_MARGIN_S)
+        except Exception:  # noqa: BLE001 — its worker is gone, and the session with it
+            return None
+        return lease
 
     def close(self) -> None:
         """Release the session (idempotent): its sandbox is torn down on its worker."""

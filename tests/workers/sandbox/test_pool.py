@@ -348,6 +348,13 @@ def test_a_sessions_files_persist_across_its_calls_and_are_gone_once_it_is_close
         expired = expiring.run("print(1)")
         assert expired.outcome is Outcome.START_FAILURE and "lease" in expired.reason, expired
         expiring.close()
+
+        renewed = sessions.open_session(lease_s=0.3)
+        assert renewed.renew(5.0) == 5.0
+        time.sleep(0.8)
+        assert renewed.run("print(1)").ok  # past the lease it opened with
+        renewed.close()
+        assert renewed.renew() is None
     finally:
         sessions.close()
 

@@ -345,3 +345,31 @@ def test_no_session_can_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(session_module, "SESSION_SUPERVISOR", "import sys; sys.exit(3)")
     with SessionPool(LIMITS, size=1) as p, pytest.raises(SessionStartFailure, match="did not start"):
         p.acquire()
+
+
+def test_a_pool_workers_session_is_renewed_by_each_call_and_expires_only_when_idle() -> None:
+    """Through the Ray actor's class (called in-process): every call renews the lease, so an
+    episode longer than its lease keeps its sandbox while it calls; left idle, it expires; an
+    explicit renew gives it a new length, and a gone session renews to None."""
+    from workers.sandbox.pool import SandboxWorker
+
+    worker = SandboxWorker(limits=LIMITS, options={"tier": Tier.BUBBLEWRAP}, sessions=1)
+    try:
+        session_id = worker.open_session(lease_s=1.0)
+        assert isinstance(session_id, str), session_id
+        program = Program([PYTHON, "-c", "import os; print(os.path.exists('kept'))"])
+        assert worker.session_execute(session_id, Program([PYTHON, "-c", "open('kept', 'w').close()"])).ok
+        for _ in range(4):  # 2.4 s in all, past the 1 s lease: each call renews it
+            time.sleep(0.6)
+            result = worker.session_execute(session_id, program)
+            assert result.ok and result.stdout == "True\n", result
+        assert worker.renew_session(session_id, 0.5) == 0.5
+        with pytest.raises(ValueError, match="positive"):
+            worker.renew_session(session_id, 0.0)
+        time.sleep(1.2)  # idle past its lease
+        expired = worker.session_execute(session_id, program)
+        assert expired.outcome is Outcome.START_FAILURE and "lease" in expired.reason, expired
+        assert worker.renew_session(session_id) is None
+        assert worker.renew_session("session-none") is None
+    finally:
+        worker.close()
