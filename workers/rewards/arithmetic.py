@@ -125,9 +125,11 @@ class ArithmeticTask(SplitTask):
         return [ExactAnswer(), WellFormed()]
 
     def demonstration(self, prompt: Prompt, tools: Sequence[str]) -> list[tuple[str, str]]:
-        """With the calc tool: ask it (``calc:12*34``), read its reply, answer with it. The format
-        is workers.agents.tools.CallFormat's default and the reply the calculator's."""
-        if "calc" not in tools:
+        """With a tool that computes (``calc``, else ``python``): ask it (``calc:12*34``), read its
+        reply, answer with it. The format is workers.agents.tools.CallFormat's default; the reply
+        is the tool's (both print an integer's value as its digits)."""
+        tool = next((name for name in ("calc", "python") if name in tools), None)
+        if tool is None:
             return super().demonstration(prompt, tools)
         expression = prompt.text.removesuffix("=")
-        return [("model", f"calc:{expression}\n"), ("tool", f"{prompt.answer}\n"), ("model", prompt.answer)]
+        return [("model", f"{tool}:{expression}\n"), ("tool", f"{prompt.answer}\n"), ("model", prompt.answer)]

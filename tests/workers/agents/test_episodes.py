@@ -69,15 +69,24 @@ def taught(model_path: str, tokenizer: Any) -> actors.Trainer:
     return trainer
 
 
-def test_a_demonstration_masks_the_tools_reply(tokenizer: Any):
+@pytest.mark.parametrize("tools", [["calc"], ["python"], ["python", "calc"]])
+def test_a_demonstration_masks_the_tools_reply_which_is_what_the_tool_says(
+    tokenizer: Any, sandbox: LocalSandbox, tools: list[str]
+):
+    """Each tool that computes is demonstrated (calc first when both are there), and the reply
+    in the demonstration is the one the tool gives in the sandbox."""
     task = ArithmeticTask(digits=2, train_size=4, held_out_size=4, warm_start_size=4)
     prompt = task.warm_start_prompts()[0]
-    _, target, mask = demonstration(PromptTokens(tokenizer), task, prompt, ["calc"])
+    _, target, mask = demonstration(PromptTokens(tokenizer), task, prompt, tools)
     text = tokenizer.decode(target, skip_special_tokens=True)
-    assert text == f"calc:{prompt.text[:-1]}\n{prompt.answer}\n{prompt.answer}"
+    tool = "calc" if "calc" in tools else "python"
+    assert text == f"{tool}:{prompt.text[:-1]}\n{prompt.answer}\n{prompt.answer}"
     masked = tokenizer.decode([t for t, m in zip(target, mask, strict=True) if m == 0.0])
     assert masked == f"{prompt.answer}\n"
     assert target[-1] == tokenizer.eos_token_id and mask[-1] == 1.0
+    with SessionPool(Limits(wall_s=5), size=1, sandbox=sandbox) as sessions, sessions.session() as session:
+        said = call(build_tools(tools), (tool, prompt.text[:-1]), sandbox, session=lambda: session)
+    assert (said.kind, said.reply) == ("ok", prompt.answer)
 
 
 def _engine(taught: actors.Trainer, model_path: str) -> TorchEngine:
