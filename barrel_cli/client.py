@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -54,6 +55,13 @@ class Api:
                 raise
             return self.experiment_id(project)
 
+    def upload(self, path: str, chunks: Iterator[bytes], *, size: int, content_type: str) -> Any:
+        """POST a body of `size` bytes, sent as `chunks` come (for a progress line), not read whole."""
+        headers = {"Content-Type": content_type, "Content-Length": str(size)}
+        return self._send(
+            "POST", f"/api/v1/{path.lstrip('/')}", json=None, params=None, headers=headers, content=chunks
+        )
+
     def _send(
         self,
         method: str,
@@ -62,9 +70,10 @@ class Api:
         json: Any,
         params: dict[str, str | int] | None,
         headers: dict[str, str] | None = None,
+        content: Iterator[bytes] | None = None,
     ) -> Any:
         try:
-            response = self._http.request(method, target, json=json, params=params, headers=headers)
+            response = self._http.request(method, target, json=json, params=params, headers=headers, content=content)
         except httpx.TimeoutException as exc:
             raise NetworkError(
                 f"{self.url} did not answer in time ({type(exc).__name__})",

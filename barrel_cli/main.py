@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from barrel_cli.client import Api
+from barrel_cli.command_run import command_config, team_of, upload_working_dir
 from barrel_cli.compare import parse_grid, stats_report, submit_sweep
 from barrel_cli.config import DEFAULT_URL, config_path, load_config, normalize_url, resolve_credentials, save_config
 from barrel_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError
@@ -34,7 +35,7 @@ from barrel_cli.queue import (
     teams_table,
     watch_queue,
 )
-from barrel_cli.submission import build_submission
+from barrel_cli.submission import apply_override, build_submission, parse_override
 from barrel_cli.watch import watch
 
 STATUSES = ("QUEUED", "DISPATCHING", "RUNNING", "CANCELLING", "SUCCEEDED", "FAILED", "CANCELLED")
@@ -52,10 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "submit",
-        help="submit a run from a YAML file",
-        description="Submit a run. The YAML file has project, name, recipe, config and tags.",
+        help="submit a run from a YAML file, or any command (--command)",
+        description="Submit a run. The YAML file has project, name, recipe, config and tags. With --command, "
+        "the run is of the `command` recipe: your trainer's entrypoint (the file, if given, is its base).",
     )
-    p.add_argument("file", type=Path, metavar="CONFIG.yaml")
+    p.add_argument("file", type=Path, metavar="CONFIG.yaml", nargs="?")
     p.add_argument("--project", help="team/project (overrides the file)")
     p.add_argument("--name", help="run name (overrides the file)")
     p.add_argument(
@@ -66,6 +68,32 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY.PATH=VALUE",
         help="override a value (YAML-typed); paths outside project/name/recipe/tags go under config",
     )
+    byo = p.add_argument_group("any trainer (the `command` recipe)")
+    byo.add_argument(
+        "--command", dest="run_command", metavar="CMD", help='the entrypoint, e.g. "python train.py --lr 1e-6"'
+    )
+    byo.add_argument(
+        "--working-dir",
+        type=Path,
+        metavar="DIR",
+        help="upload DIR (minus .git, .gitignore'd files); the command runs in it",
+    )
+    byo.add_argument(
+        "--pip",
+        action="append",
+        default=[],
+        metavar="REQ",
+        help="a requirement to install, e.g. trl==0.19.1; repeat for more",
+    )
+    byo.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable of the job; repeat for more",
+    )
+    byo.add_argument("--cpus", type=float, help="CPUs the job reserves (default 1)")
+    byo.add_argument("--gpus", type=float, help="GPUs the job reserves (default 0)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the created run as JSON")
     out.add_argument(
@@ -263,9 +291,12 @@ def _refused(what: str, exc: ApiError) -> int:
 
 
 def cmd_submit(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    body = build_submission(args.file, project=args.project, name=args.name, overrides=args.overrides)
+    body = _submission(args)
     api, _ = _api(environ)
     with api:
+        if args.working_dir is not None:
+            ref = upload_working_dir(api, team_of(api, body["project"]), args.working_dir)
+            body["config"]["working_dir"] = ref
         try:
             run = api.post("runs", body)
         except ApiError as exc:
@@ -282,6 +313,35 @@ def cmd_submit(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     print(f"status: {run.get('status')}")
     print(f"follow it with: barrel watch {run.get('id')}")
     return 0
+
+
+def _submission(args: argparse.Namespace) -> dict[str, Any]:
+    """The body of POST /runs: from the file, or from --command and its flags (over the file)."""
+    byo = [args.working_dir, args.cpus, args.gpus, *args.pip, *args.env]
+    if args.run_command is None:
+        if args.file is None:
+            raise CliError("give a run file, or --command", hint="barrel submit run.yaml, or barrel submit "
+                           '--project team/proj --command "python train.py"', exit_code=EXIT_USAGE)  # fmt: skip
+        if any(value is not None and value != [] for value in byo):
+            raise CliError("--working-dir, --pip, --env, --cpus and --gpus go with --command", exit_code=EXIT_USAGE)
+        return build_submission(args.file, project=args.project, name=args.name, overrides=args.overrides)
+    if args.file is not None:
+        overrides = [*args.overrides, "recipe=command"]
+        doc = build_submission(args.file, project=args.project, name=args.name, overrides=overrides)
+    else:
+        if args.project is None:
+            raise CliError("no project given", hint="pass --project team/project", exit_code=EXIT_USAGE)
+        doc = {"project": args.project, "name": args.name or "", "config": {}, "tags": []}
+        for expr in args.overrides:
+            target, value = parse_override(expr)
+            apply_override(doc, target, value)
+    doc["recipe"] = "command"
+    doc["config"] = command_config(
+        doc["config"], command=args.run_command, pip=args.pip, env=args.env, cpus=args.cpus, gpus=args.gpus
+    )
+    if not doc.get("name"):
+        doc.pop("name")  # the control plane names it
+    return doc
 
 
 def cmd_sweep(args: argparse.Namespace, environ: Mapping[str, str]) -> int:

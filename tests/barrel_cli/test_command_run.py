@@ -1,0 +1,86 @@
+"""`barrel submit --command`: the body it builds, and the working directory's zip."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from barrel_cli.command_run import zip_working_dir
+from barrel_cli.main import _submission, build_parser, main
+
+
+def args(*argv: str):
+    return build_parser().parse_args(["submit", *argv])
+
+
+def test_a_command_line_becomes_a_command_run() -> None:
+    body = _submission(
+        args("--project", "lab/byo", "--command", "python train.py --lr 1e-6", "--pip", "trl==0.19.1",
+             "--env", "HF_HOME=/cache", "--env", "X=a=b", "--cpus", "2", "--set", "reserve_in_entrypoint=false")
+    )  # fmt: skip
+    assert body == {
+        "project": "lab/byo",
+        "recipe": "command",
+        "tags": [],
+        "config": {
+            "command": "python train.py --lr 1e-6",
+            "pip": ["trl==0.19.1"],
+            "env": {"HF_HOME": "/cache", "X": "a=b"},
+            "cpus": 2.0,
+            "reserve_in_entrypoint": False,
+        },
+    }
+
+
+def test_a_run_file_is_the_base_of_a_command_run(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("project: lab/byo\nname: trl\nconfig: {pip: [trl==0.19.1], gpus: 1}\n")
+    body = _submission(args(str(path), "--command", "python t.py", "--pip", "peft"))
+    assert body["name"] == "trl" and body["recipe"] == "command"
+    assert body["config"] == {"pip": ["trl==0.19.1", "peft"], "gpus": 1, "command": "python t.py"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--command", "python t.py"], "no project"),
+        ([], "give a run file"),
+        (["--project", "lab/p", "--command", "x", "--env", "NOVALUE"], "NAME=VALUE"),
+    ],
+)
+def test_bad_command_submissions_fail_before_any_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    assert main(["submit", *argv], environ={"BARREL_CONFIG": str(tmp_path / "none.json")}) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_the_working_directory_zip_leaves_out_vcs_caches_and_ignored_files(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    for name, text in {
+        "train.py": "print(1)",
+        "conf/a.yaml": "lr: 1",
+        ".gitignore": "data/\n*.ckpt\n/out.log\n# a comment\n",
+        ".barrelignore": "secret.txt\n",
+        "data/big.bin": "x",
+        "model.ckpt": "x",
+        "out.log": "x",
+        "logs/out.log": "kept: only /out.log at the root is ignored",
+        "secret.txt": "x",
+        ".git/HEAD": "ref",
+        "pkg/__pycache__/m.pyc": "x",
+        ".venv/bin/python": "x",
+    }.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / "train.py").chmod(0o755)
+    first, second = io.BytesIO(), io.BytesIO()
+    assert zip_working_dir(root, first)[0] == 5
+    zip_working_dir(root, second)
+    assert first.getvalue() == second.getvalue()  # the same content hashes the same
+    with zipfile.ZipFile(first) as archive:
+        assert archive.namelist() == [".barrelignore", ".gitignore", "conf/a.yaml", "logs/out.log", "train.py"]
+        assert archive.getinfo("train.py").external_attr >> 16 & 0o777 == 0o755
