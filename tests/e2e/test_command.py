@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Live
+from workers.entrypoint import source_hash
 
 pytestmark = pytest.mark.e2e
 
@@ -49,6 +50,8 @@ def test_a_command_run_logs_through_mlflow_from_its_working_dir(live: Live, tmp_
     run_id = int(submitted.stdout.strip())
     run = live.wait(run_id, {"SUCCEEDED", "FAILED", "CANCELLED"}, timeout=60)
     assert run["status"] == "SUCCEEDED", run
+    # The environment record names the working directory's code, not Barrel's.
+    assert run["attempts"][-1]["code_version"] == source_hash(work)
     with live.client() as client:
         deadline = time.monotonic() + 10
         while True:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 from workers.context import RunContext
 from workers.recipes.command.config import CommandConfig
@@ -97,7 +98,25 @@ def run_command(config: CommandConfig, *, environ: Mapping[str, str], cwd: str |
             child.wait()
 
 
+def report_code_version(config: CommandConfig, ctx: RunContext) -> None:
+    """The environment record's code version is the working directory's (its git commit, or a
+    hash of its .py files), not Barrel's own, which the entrypoint reported: the command is the
+    code that runs. The command itself and its pip list are in the run's config; the packages
+    reported are those of the job's environment, pip's included."""
+    if config.working_dir is None:
+        return
+    from workers.entrypoint import code_version, environment_report
+
+    report = environment_report(attempt=ctx.attempt, seed=config.seed)
+    report["code_version"] = code_version(Path.cwd())
+    try:
+        ctx.reporter.post_json(f"runs/{ctx.run_id}/environment", report, deadline_s=30.0)
+    except Exception as exc:  # noqa: BLE001 - as the entrypoint's: worth a warning, not the run
+        ctx.logger.warning("could not record the working directory's code version: %s", exc)
+
+
 def run(config: CommandConfig, ctx: RunContext) -> None:
+    report_code_version(config, ctx)
     ctx.logger.info("running %s", shlex.join(config.command))
     returncode = run_command(config, environ=os.environ)
     if returncode != 0:
