@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Live
-from workers.entrypoint import source_hash
+from workers.code_version import source_hash
 
 pytestmark = pytest.mark.e2e
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from workers.code_version import code_version
 from workers.context import RunContext
 from workers.recipes.command.config import CommandConfig
 
@@ -105,10 +106,8 @@ def report_code_version(config: CommandConfig, ctx: RunContext) -> None:
     reported are those of the job's environment, pip's included."""
     if config.working_dir is None:
         return
-    from workers.entrypoint import code_version, environment_report
-
-    report = environment_report(attempt=ctx.attempt, seed=config.seed)
-    report["code_version"] = code_version(Path.cwd())
+    # Only the code version: the control plane keeps what a report leaves out.
+    report = {"attempt": ctx.attempt, "code_version": code_version(Path.cwd())}
     try:
         ctx.reporter.post_json(f"runs/{ctx.run_id}/environment", report, deadline_s=30.0)
     except Exception as exc:  # noqa: BLE001 - as the entrypoint's: worth a warning, not the run
