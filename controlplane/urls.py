@@ -73,6 +73,7 @@ from controlplane.teams.api import (
     TokenDetailView,
     TokenListView,
 )
+from controlplane.teams.secrets_api import TeamSecretDetailView, TeamSecretsView
 
 
 class IdConverter:
@@ -107,6 +108,8 @@ api_v1 = [
     path("teams/<id:team_id>/members", MemberListView.as_view()),
     path("teams/<id:team_id>/members/<id:user_id>", MemberDetailView.as_view()),
     path("teams/<id:team_id>/working-dirs", TeamWorkingDirsView.as_view()),
+    path("teams/<id:team_id>/secrets", TeamSecretsView.as_view()),
+    path("teams/<id:team_id>/secrets/<str:name>", TeamSecretDetailView.as_view()),
     path("projects", ProjectListView.as_view()),
     path("recipes", RecipeListView.as_view()),
     path("runs", RunListView.as_view()),

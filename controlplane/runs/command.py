@@ -24,6 +24,7 @@ from django.core.files import File
 from django.core.files.storage import FileSystemStorage, Storage, storages
 
 from controlplane.api import ApiError
+from controlplane.teams.secrets import secrets_env
 from workers.recipes.command.config import CommandConfig
 
 RECIPE = "command"
@@ -148,10 +149,12 @@ def working_dir_local_path(*, team_id: int, ref: str) -> str:
 
 
 def command_runtime_env(runtime_env: dict[str, Any], *, team_id: int, config: dict[str, Any]) -> None:
-    """Add a command run's pip packages, variables and working directory to its runtime_env.
-    The job contract's variables stay as the dispatcher set them (the config cannot name them)."""
+    """Add a command run's pip packages, variables (the team's secrets and the config's) and
+    working directory to its runtime_env. The job contract's variables stay as the dispatcher set
+    them (neither the config nor a secret can name them)."""
     model = CommandConfig.model_validate(config)
-    runtime_env["env_vars"] = {**model.env, **runtime_env["env_vars"]}
+    # The run's own variables over the team's secrets; the job contract's over both.
+    runtime_env["env_vars"] = {**secrets_env(team_id=team_id), **model.env, **runtime_env["env_vars"]}
     if model.pip:
         runtime_env["pip"] = list(model.pip)
     if model.working_dir:

@@ -18,6 +18,7 @@ from django.conf import settings
 
 from controlplane.runs import command
 from controlplane.runs.models import Attempt
+from controlplane.teams.secrets import secrets_redact
 
 logger = logging.getLogger(__name__)
 
@@ -228,10 +229,16 @@ def failure_reason(message: str, logs: str) -> str:
 
 
 def job_logs(attempt_id: str) -> str:
-    """The tail of the job's log as plain text; "" when Ray could not hand it over."""
+    """The tail of the job's log as plain text, the values of its team's secrets redacted; ""
+    when Ray could not hand it over."""
     try:
         logs: str = ray_client().get_job_logs(str(attempt_id))
     except Exception:
         logger.warning("could not fetch logs of job %s", attempt_id, exc_info=True)
         return ""
-    return strip_ansi(logs)[-settings.LOG_TAIL_CHARS :]
+    text = strip_ansi(logs)
+    team_id = Attempt.objects.filter(id=attempt_id).values_list("run__project__team_id", flat=True).first()
+    if team_id is not None:
+        # Whole, before the tail is cut: no part of a secret is left at the cut.
+        text = secrets_redact(text, team_id=team_id)
+    return text[-settings.LOG_TAIL_CHARS :]

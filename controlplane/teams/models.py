@@ -62,3 +62,19 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+
+class TeamSecret(models.Model):
+    """A variable every command run of the team gets in its environment (an API key, a hub
+    token). Its value is written by team admins and read only by the dispatcher: no API answers
+    it, and it is redacted from the job log tails the control plane keeps."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=128)
+    value = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="teamsecret_team_name_unique")]

@@ -51,6 +51,7 @@ from controlplane.runs import groups as run_groups
 from controlplane.runs import lifecycle
 from controlplane.runs import services as run_services
 from controlplane.runs.models import Run, RunStatus
+from controlplane.teams import secrets as team_secrets
 from controlplane.teams.models import ApiToken, Membership, Project, Role, Team
 from controlplane.teams.services import token_create
 from controlplane.tracking import services as tracking_services
@@ -200,6 +201,14 @@ ROUTES: dict[tuple[str, str], Call] = {
     ),
     ("api/v1/teams/<id:team_id>/working-dirs", "POST"): Call(
         TEAM_MEMBER, (200, 201), "/api/v1/teams/{team}/working-dirs", WORKING_DIR
+    ),
+    ("api/v1/teams/<id:team_id>/secrets", "GET"): Call(TEAM_READ, (200,), "/api/v1/teams/{team}/secrets"),
+    ("api/v1/teams/<id:team_id>/secrets/<str:name>", "PUT"): Call(
+        TEAM_ADMIN, (200, 201), "/api/v1/teams/{team}/secrets/NEW_TOKEN", {"value": "s3cret-value"}
+    ),
+    # The world's team has HF_TOKEN; only its admin (the one persona let through) deletes it.
+    ("api/v1/teams/<id:team_id>/secrets/<str:name>", "DELETE"): Call(
+        TEAM_ADMIN, (204,), "/api/v1/teams/{team}/secrets/HF_TOKEN"
     ),
     ("api/v1/projects", "GET"): Call(SIGNED_IN, (200,), "/api/v1/projects"),
     ("api/v1/projects", "POST"): Call(TEAM_WRITE, (201,), "/api/v1/projects", {"team": "lab", "name": "default"}),
@@ -545,6 +554,7 @@ def world(db: Any, settings: Any, artifacts_dir: Any) -> Iterator[World]:
     world.run, tokens[P.OWN_TOKEN] = new_run(world)
     tokens[P.FOREIGN_TOKEN] = new_run(world)[1]
     artifact_upload(run=world.run, path="notes.txt", body=io.BytesIO(b"notes"), declared_length=5)
+    team_secrets.secret_set(actor=people[P.ADMIN], team=team, name="HF_TOKEN", value="hf_world_secret")
     _evals(world)
     _chats(world)
     _failures(world)
