@@ -159,7 +159,11 @@ def team_of(api: Api, project: Any) -> int:
         raise CliError(
             "--working-dir needs the project as team/project", hint="pass --project team/project", exit_code=EXIT_USAGE
         )
-    slug = project.split("/")[0]
+    return team_id(api, project.split("/")[0])
+
+
+def team_id(api: Api, slug: str) -> int:
+    """The id of the caller's team `slug`."""
     offset = 0
     while True:
         page = api.get("teams", limit=200, offset=offset) or {}

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from barrel_cli.client import Api
-from barrel_cli.command_run import command_config, team_of, upload_working_dir
+from barrel_cli.command_run import command_config, team_id, team_of, upload_working_dir
 from barrel_cli.compare import parse_grid, stats_report, submit_sweep
 from barrel_cli.config import DEFAULT_URL, config_path, load_config, normalize_url, resolve_credentials, save_config
 from barrel_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError
-from barrel_cli.formatting import project_label, runs_table
+from barrel_cli.formatting import format_table, project_label, runs_table
 from barrel_cli.importer import DEFAULT_BATCH, DEFAULT_PARALLEL, FORMATS, MAX_BATCH, MAX_PARALLEL, run_import
 from barrel_cli.queue import (
     PREEMPTION_POLICIES,
@@ -171,6 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--watch", "-w", action="store_true", help="redraw every few seconds until Ctrl-C")
     out.add_argument("--json", action="store_true", help="print the queue as JSON")
+
+    p = sub.add_parser(
+        "secrets",
+        help="list, set or delete a team's secrets",
+        description="A team's secrets are environment variables of its command runs; their values are never "
+        "shown. Setting and deleting them is for team admins; set reads the value from standard input.",
+    )
+    p.add_argument("action", choices=("list", "set", "delete"))
+    p.add_argument("name", nargs="?", metavar="NAME", help="the variable's name (set, delete)")
+    p.add_argument("--team", required=True, help="team slug")
 
     p = sub.add_parser(
         "quota",
@@ -519,8 +529,33 @@ def cmd_quota(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return 0
 
 
+def cmd_secrets(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    if args.action != "list" and not args.name:
+        raise CliError(f"secrets {args.action} needs the secret's NAME", exit_code=EXIT_USAGE)
+    value = sys.stdin.readline().rstrip("\r\n") if args.action == "set" else ""
+    api, _ = _api(environ)
+    with api:
+        path = f"teams/{team_id(api, args.team)}/secrets"
+        try:
+            if args.action == "set":
+                api.request("PUT", f"{path}/{args.name}", json={"value": value})
+                print(f"secret {args.name} set")
+            elif args.action == "delete":
+                api.request("DELETE", f"{path}/{args.name}")
+                print(f"secret {args.name} deleted")
+            else:
+                rows = [[s["name"], s["updated_at"], s.get("updated_by") or ""] for s in api.get(path)]
+                print(format_table(["NAME", "UPDATED", "BY"], rows) if rows else "no secrets")
+        except ApiError as exc:
+            if exc.status == 400:
+                return _refused("secret", exc)
+            raise
+    return 0
+
+
 COMMANDS = {
     "login": cmd_login,
+    "secrets": cmd_secrets,
     "submit": cmd_submit,
     "sweep": cmd_sweep,
     "compare": cmd_compare,

@@ -84,3 +84,37 @@ def test_the_working_directory_zip_leaves_out_vcs_caches_and_ignored_files(tmp_p
     with zipfile.ZipFile(first) as archive:
         assert archive.namelist() == [".barrelignore", ".gitignore", "conf/a.yaml", "logs/out.log", "train.py"]
         assert archive.getinfo("train.py").external_attr >> 16 & 0o777 == 0o755
+
+
+def test_secrets_are_set_from_standard_input_and_listed_without_values(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    import httpx
+
+    from barrel_cli import main as cli
+    from barrel_cli.client import Api
+
+    seen: list[tuple[str, str, object]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        seen.append((request.method, request.url.path, body))
+        if request.url.path == "/api/v1/teams":
+            return httpx.Response(200, json={"results": [{"id": 4, "slug": "lab"}], "next": None})
+        if request.method == "GET":
+            return httpx.Response(
+                200, json=[{"name": "HF_TOKEN", "updated_at": "2026-12-04T21:00:00Z", "updated_by": "alice"}]
+            )
+        return httpx.Response(201, json={"name": "HF_TOKEN"})
+
+    monkeypatch.setattr(
+        cli, "_api", lambda environ: (Api("http://cp", "t", transport=httpx.MockTransport(answer)), "t")
+    )
+    monkeypatch.setattr("sys.stdin", io.StringIO("hf_value_123\n"))
+    assert main(["secrets", "set", "HF_TOKEN", "--team", "lab"], environ={}) == 0
+    assert ("PUT", "/api/v1/teams/4/secrets/HF_TOKEN", {"value": "hf_value_123"}) in seen
+    assert main(["secrets", "list", "--team", "lab"], environ={}) == 0
+    out = capsys.readouterr().out
+    assert "HF_TOKEN" in out and "alice" in out and "hf_value_123" not in out
