@@ -44,6 +44,8 @@ class CommandConfig(RecipeConfig):
         "features such as pipes or $VARS: use ['bash', '-c', '...'] for those) or a list of arguments. "
         "It runs in the working directory, with the job contract's variables (BARREL_*, MLFLOW_*) in its "
         "environment, so a trainer that logs to MLflow logs into this run.",
+        # The dashboard's form: one text line, sent as typed (split here).
+        json_schema_extra={"x-ui": "command"},
     )
     env: dict[str, str] = Field(
         default_factory=dict,
@@ -55,12 +57,14 @@ class CommandConfig(RecipeConfig):
         default_factory=list,
         max_length=MAX_PIP,
         description="Requirements installed for the job by Ray's runtime_env (pip), such as 'trl==0.19.1'.",
+        json_schema_extra={"x-ui": "lines"},  # the dashboard's form: one per line
     )
     working_dir: str | None = Field(
         default=None,
         pattern=WORKING_DIR_PATTERN,
         description="A working directory uploaded to the team (POST /teams/{id}/working-dirs; `barrel submit "
         "--working-dir` does it), by its content hash: the job runs in a copy of it.",
+        json_schema_extra={"x-ui": "working-dir"},  # the dashboard's form: a zip to upload
     )
     cpus: float = Field(default=1.0, ge=0.0, le=1024.0, description="CPUs the job reserves in Ray.")
     gpus: float = Field(default=0.0, ge=0.0, le=64.0, description="GPUs the job reserves in Ray.")
