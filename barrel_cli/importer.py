@@ -9,7 +9,6 @@ running the same import again, or resuming one that stopped, never duplicates a 
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,10 +17,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from barrel_cli import metric_logs, tfevents
 from barrel_cli.client import Api
 from barrel_cli.errors import EXIT_USAGE, ApiError, CliError
 from barrel_cli.watch import Display
+from workers.metricfiles import clean_key, metric_logs, tfevents
 
 # encode_value: the wire form of NaN, ±Infinity; MAX_KEY_LEN and MAX_STEP: what ingest accepts
 from workers.wire import MAX_KEY_LEN, MAX_STEP, as_columns, encode_value
@@ -36,8 +35,6 @@ MAX_BATCH = 50_000
 # while the next is read and sent, at no cost to the order of any series' points.
 DEFAULT_PARALLEL = 2
 MAX_PARALLEL = 16
-# What the control plane accepts in a key (controlplane/metrics/wire.py KEY_RE).
-_BAD_KEY_CHARS = re.compile(r"[^\w./\- @:]")
 MAX_RATE_LIMIT_WAITS = 20
 
 
@@ -109,7 +106,7 @@ class KeyMap:
         self._origin: dict[str, str] = {}
 
     def __call__(self, key: str, where: str) -> str:
-        clean = _BAD_KEY_CHARS.sub("_", key)
+        clean = clean_key(key)
         if not clean:
             raise CliError(f"{where}: an empty metric key", exit_code=EXIT_USAGE)
         if len(clean) > MAX_KEY_LEN:

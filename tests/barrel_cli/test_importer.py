@@ -15,13 +15,13 @@ from tensorboardX.proto.summary_pb2 import Summary, SummaryMetadata
 from tensorboardX.proto.tensor_pb2 import TensorProto
 from tensorboardX.proto.tensor_shape_pb2 import TensorShapeProto
 
-from barrel_cli import tfevents
 from barrel_cli.main import main
 from controlplane.metrics.models import MetricPoint
 from controlplane.runs.models import Attempt, Run, RunStatus
 from controlplane.teams.models import Project
 from tests.barrel_cli.test_main import closed_port_url
 from tests.conftest import Persona
+from workers.metricfiles import tfevents
 
 DT_FLOAT, DT_DOUBLE, DT_INT64 = 1, 2, 9
 
