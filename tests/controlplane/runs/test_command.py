@@ -45,6 +45,10 @@ def upload(persona: Persona, team_id: int, body: bytes):
         ({"command": "python t.py", "working_dir": "/home/me/code"}, "config.working_dir", "pattern"),
         ({"command": "python t.py", "working_dir": "sha256:" + "0" * 64}, "config.working_dir", "no such"),
         ({"command": "python t.py", "cpus": -1}, "config.cpus", "greater than"),
+        ({"command": "python t.py", "metrics_dir": "/tmp/runs"}, "config.metrics_dir", "must be relative"),
+        ({"command": "python t.py", "metrics_dir": "."}, "config.metrics_dir", "not the directory itself"),
+        ({"command": "python t.py", "checkpoint_dir": "out/../../x"}, "config.checkpoint_dir", "no '..'"),
+        ({"command": "python t.py", "metrics_format": "csv"}, "config.metrics_format", "tensorboard"),
     ],
 )
 def test_each_bad_field_of_a_command_run_answers_400_naming_it(

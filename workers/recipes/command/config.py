@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import Field, field_validator
@@ -30,6 +32,22 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RESERVED_PREFIXES = ("BARREL_", "MLFLOW_TRACKING_")
 _RESERVED_NAMES = frozenset({"MLFLOW_RUN_ID"})
 WORKING_DIR_PATTERN = r"^sha256:[0-9a-f]{64}$"
+MAX_DIR_CHARS = 500
+
+
+def relative_dir(value: str) -> str:
+    """A folder inside the working directory, as a normalized relative POSIX path ('./runs/' is
+    'runs'); a ValueError says what is wrong with any other."""
+    if "\x00" in value or len(value) > MAX_DIR_CHARS:
+        raise ValueError(f"a folder path has no NUL bytes and at most {MAX_DIR_CHARS} characters")
+    path = PurePosixPath(value)
+    if path.is_absolute() or value.startswith("~") or "\\" in value:
+        raise ValueError(f"{value[:80]!r} must be relative to the working directory, such as 'runs' or 'out/logs'")
+    if ".." in path.parts:
+        raise ValueError(f"{value[:80]!r} must stay inside the working directory: no '..'")
+    if not path.parts:
+        raise ValueError("name a folder inside the working directory, such as 'runs', not the directory itself")
+    return path.as_posix()
 
 
 def reserved_env_name(name: str) -> bool:
@@ -76,6 +94,25 @@ class CommandConfig(RecipeConfig):
         "cpus/gpus either way.",
     )
 
+    metrics_dir: str | None = Field(
+        default=None,
+        description="A folder of the working directory (relative, such as 'runs') where the trainer writes "
+        "TensorBoard event files or JSONL metric logs (OpenRLHF, slime, verl's file logger): a watcher beside "
+        "the command streams their new records into the run while it runs, and reads what is left when it ends.",
+    )
+    metrics_format: Literal["auto", "tensorboard", "jsonl"] = Field(
+        default="auto",
+        description="What metrics_dir holds: 'tensorboard' (events.out.tfevents.* files), 'jsonl' (*.jsonl), or "
+        "'auto' (both).",
+    )
+    checkpoint_dir: str | None = Field(
+        default=None,
+        description="A folder of the working directory (relative, such as 'out') where the trainer saves Hugging "
+        "Face-format checkpoints (checkpoint-<step>/ with config.json and weights): each new one is registered "
+        "with its step once written. The folder is made a link to the run's folder in shared checkpoint storage "
+        "($BARREL_CHECKPOINT_DIR/run-<id>), so the checkpoints outlive the job.",
+    )
+
     @field_validator("command", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
@@ -100,6 +137,11 @@ class CommandConfig(RecipeConfig):
         if any("\x00" in arg for arg in argv):
             raise ValueError("an argument contains a NUL byte")
         return argv
+
+    @field_validator("metrics_dir", "checkpoint_dir")
+    @classmethod
+    def _check_dir(cls, value: str | None) -> str | None:
+        return None if value is None else relative_dir(value)
 
     @field_validator("env")
     @classmethod

@@ -7,6 +7,10 @@ the job's log. It runs in a process group of its own, so that stopping it reache
 started (dataloader workers, torchrun's ranks) and nothing of the driver: on SIGTERM (Ray stopping
 the job: a cancel) the group gets SIGTERM, then SIGKILL after a grace shorter than Ray's own
 (RAY_JOB_STOP_WAIT_TIME_S, 3 s), which would otherwise kill the driver first and leave the group.
+
+A config that declares a metrics_dir or a checkpoint_dir gets watchers beside the command (a
+thread of the driver, watch.py): metric files stream into the run while it runs, checkpoints are
+registered as they are saved, and a final pass after the command exits reads what is left.
 """
 
 from __future__ import annotations
@@ -22,6 +26,13 @@ from pathlib import Path
 from workers.code_version import code_version
 from workers.context import RunContext
 from workers.recipes.command.config import CommandConfig
+from workers.recipes.command.watch import (
+    CheckpointWatcher,
+    MetricsWatcher,
+    Watchers,
+    checkpoint_storage,
+    link_to_storage,
+)
 
 # Between SIGTERM and SIGKILL to the command's process group.
 STOP_GRACE_S = 1.5
@@ -114,10 +125,38 @@ def report_code_version(config: CommandConfig, ctx: RunContext) -> None:
         ctx.logger.warning("could not record the working directory's code version: %s", exc)
 
 
+def start_watchers(config: CommandConfig, ctx: RunContext, cwd: Path) -> Watchers | None:
+    """The watchers of the config's metrics_dir and checkpoint_dir (watch.py), started; None if
+    it declares neither. The checkpoint folder becomes a link to the run's checkpoint storage."""
+    if config.metrics_dir is None and config.checkpoint_dir is None:
+        return None
+    metrics = checkpoints = None
+    if config.checkpoint_dir is not None:
+        try:
+            folder = link_to_storage(cwd / config.checkpoint_dir, checkpoint_storage(ctx.run_id), ctx.logger)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"cannot prepare checkpoint_dir {config.checkpoint_dir!r}: {exc}") from None
+        checkpoints = CheckpointWatcher(folder, ctx.reporter, ctx.logger)
+    if config.metrics_dir is not None:
+        metrics = MetricsWatcher(cwd / config.metrics_dir, config.metrics_format, ctx.reporter, ctx.logger)
+    watchers = Watchers(metrics, checkpoints, ctx.logger)
+    watchers.start()
+    return watchers
+
+
 def run(config: CommandConfig, ctx: RunContext) -> None:
     report_code_version(config, ctx)
+    watchers = start_watchers(config, ctx, Path.cwd())
     ctx.logger.info("running %s", shlex.join(config.command))
-    returncode = run_command(config, environ=os.environ)
+    try:
+        returncode = run_command(config, environ=os.environ)
+    except BaseException:
+        # Stopped (a cancel) or could not start: the records already complete still reach the run.
+        if watchers is not None:
+            watchers.finish(complete=False)
+        raise
+    if watchers is not None:
+        watchers.finish(complete=returncode == 0)
     if returncode != 0:
         raise CommandError(describe_exit(config.command, returncode))
     ctx.logger.info("the command exited with code 0")
