@@ -15,7 +15,7 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from barrel_cli.client import Api
@@ -185,6 +185,21 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
+def watched_dir(flag: str, value: str) -> str:
+    """--metrics-dir / --checkpoint-dir: a folder inside the working directory, checked before the
+    working directory is zipped and sent (the control plane checks it again)."""
+    path = PurePosixPath(value)
+    if path.is_absolute() or value.startswith("~"):
+        raise CliError(
+            f"{flag} {value}: give a folder relative to the working directory, such as 'runs'",
+            hint="the command runs in a copy of --working-dir; the trainer writes there",
+            exit_code=EXIT_USAGE,
+        )
+    if ".." in path.parts or not path.parts:
+        raise CliError(f"{flag} {value}: name a folder inside the working directory", exit_code=EXIT_USAGE)
+    return value
+
+
 def command_config(
     base: dict[str, Any],
     *,
@@ -193,9 +208,15 @@ def command_config(
     env: list[str],
     cpus: float | None,
     gpus: float | None,
+    watch: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
-    """The run's config: the file's (if any), then the flags."""
+    """The run's config: the file's (if any), then the flags. `watch`: metrics_dir,
+    metrics_format and checkpoint_dir, each when given."""
     config = dict(base)
+    for field, value in (watch or {}).items():
+        if value is not None:
+            flag = "--" + field.replace("_", "-")
+            config[field] = value if field == "metrics_format" else watched_dir(flag, value)
     config["command"] = command
     if pip:
         config["pip"] = [*config.get("pip", []), *pip]

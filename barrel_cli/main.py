@@ -94,6 +94,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     byo.add_argument("--cpus", type=float, help="CPUs the job reserves (default 1)")
     byo.add_argument("--gpus", type=float, help="GPUs the job reserves (default 0)")
+    byo.add_argument(
+        "--metrics-dir",
+        metavar="DIR",
+        help="a folder of the working directory (e.g. runs) whose TensorBoard events or JSONL logs stream into the run",
+    )
+    byo.add_argument(
+        "--metrics-format", choices=("auto", "tensorboard", "jsonl"), help="what --metrics-dir holds (default auto)"
+    )
+    byo.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="a folder of the working directory (e.g. out) whose Hugging Face checkpoints are registered with the run",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the created run as JSON")
     out.add_argument(
@@ -327,13 +340,15 @@ def cmd_submit(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 def _submission(args: argparse.Namespace) -> dict[str, Any]:
     """The body of POST /runs: from the file, or from --command and its flags (over the file)."""
-    byo = [args.working_dir, args.cpus, args.gpus, *args.pip, *args.env]
+    byo = [args.working_dir, args.cpus, args.gpus, args.metrics_dir, args.metrics_format, args.checkpoint_dir,
+           *args.pip, *args.env]  # fmt: skip
     if args.run_command is None:
         if args.file is None:
             raise CliError("give a run file, or --command", hint="barrel submit run.yaml, or barrel submit "
                            '--project team/proj --command "python train.py"', exit_code=EXIT_USAGE)  # fmt: skip
         if any(value is not None and value != [] for value in byo):
-            raise CliError("--working-dir, --pip, --env, --cpus and --gpus go with --command", exit_code=EXIT_USAGE)
+            raise CliError("--working-dir, --pip, --env, --cpus, --gpus, --metrics-dir and --checkpoint-dir go with "
+                           "--command", exit_code=EXIT_USAGE)  # fmt: skip
         return build_submission(args.file, project=args.project, name=args.name, overrides=args.overrides)
     if args.file is not None:
         overrides = [*args.overrides, "recipe=command"]
@@ -347,8 +362,15 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
             apply_override(doc, target, value)
     doc["recipe"] = "command"
     doc["config"] = command_config(
-        doc["config"], command=args.run_command, pip=args.pip, env=args.env, cpus=args.cpus, gpus=args.gpus
-    )
+        doc["config"],
+        command=args.run_command,
+        pip=args.pip,
+        env=args.env,
+        cpus=args.cpus,
+        gpus=args.gpus,
+        watch={"metrics_dir": args.metrics_dir, "metrics_format": args.metrics_format,
+               "checkpoint_dir": args.checkpoint_dir},
+    )  # fmt: skip
     if not doc.get("name"):
         doc.pop("name")  # the control plane names it
     return doc

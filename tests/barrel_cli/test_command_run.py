@@ -35,6 +35,20 @@ def test_a_command_line_becomes_a_command_run() -> None:
     }
 
 
+def test_a_command_run_can_declare_the_folders_its_watchers_read() -> None:
+    body = _submission(
+        args("--project", "lab/byo", "--command", "python train.py", "--metrics-dir", "./runs/",
+             "--metrics-format", "tensorboard", "--checkpoint-dir", "out")
+    )  # fmt: skip
+    assert body["config"] == {
+        "command": "python train.py",
+        "metrics_dir": "./runs/",
+        "metrics_format": "tensorboard",
+        "checkpoint_dir": "out",
+    }
+    assert "metrics_dir" not in _submission(args("--project", "lab/byo", "--command", "x"))["config"]
+
+
 def test_a_run_file_is_the_base_of_a_command_run(tmp_path: Path) -> None:
     path = tmp_path / "run.yaml"
     path.write_text("project: lab/byo\nname: trl\nconfig: {pip: [trl==0.19.1], gpus: 1}\n")
@@ -49,6 +63,9 @@ def test_a_run_file_is_the_base_of_a_command_run(tmp_path: Path) -> None:
         (["--command", "python t.py"], "no project"),
         ([], "give a run file"),
         (["--project", "lab/p", "--command", "x", "--env", "NOVALUE"], "NAME=VALUE"),
+        (["--project", "lab/p", "--command", "x", "--metrics-dir", "/tmp/runs"], "relative to the working directory"),
+        (["--project", "lab/p", "--command", "x", "--checkpoint-dir", "../out"], "inside the working directory"),
+        (["run.yaml", "--checkpoint-dir", "out"], "go with --command"),
     ],
 )
 def test_bad_command_submissions_fail_before_any_request(
