@@ -49,6 +49,7 @@ def upload(persona: Persona, team_id: int, body: bytes):
         ({"command": "python t.py", "metrics_dir": "."}, "config.metrics_dir", "not the directory itself"),
         ({"command": "python t.py", "checkpoint_dir": "out/../../x"}, "config.checkpoint_dir", "no '..'"),
         ({"command": "python t.py", "metrics_format": "csv"}, "config.metrics_format", "tensorboard"),
+        ({"command": "python t.py", "checkpoint_storage": "ckpts"}, "config.checkpoint_storage", "absolute"),
     ],
 )
 def test_each_bad_field_of_a_command_run_answers_400_naming_it(

@@ -109,8 +109,13 @@ class CommandConfig(RecipeConfig):
         default=None,
         description="A folder of the working directory (relative, such as 'out') where the trainer saves Hugging "
         "Face-format checkpoints (checkpoint-<step>/ with config.json and weights): each new one is registered "
-        "with its step once written. The folder is made a link to the run's folder in shared checkpoint storage "
-        "($BARREL_CHECKPOINT_DIR/run-<id>), so the checkpoints outlive the job.",
+        "with its step once written. The folder is made a link to the run's folder in checkpoint storage "
+        "(<checkpoint_storage>/run-<id>/), so the checkpoints outlive the job.",
+    )
+    checkpoint_storage: str | None = Field(
+        default=None,
+        description="An absolute folder, on storage every node and the evaluators see, under which the run's "
+        "checkpoints are kept (run-<id>/). Default: the node's $BARREL_CHECKPOINT_DIR, else ~/.barrel/checkpoints.",
     )
 
     @field_validator("command", mode="before")
@@ -142,6 +147,19 @@ class CommandConfig(RecipeConfig):
     @classmethod
     def _check_dir(cls, value: str | None) -> str | None:
         return None if value is None else relative_dir(value)
+
+    @field_validator("checkpoint_storage")
+    @classmethod
+    def _check_storage(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        path = PurePosixPath(value)
+        if "\x00" in value or len(value) > MAX_DIR_CHARS or not path.is_absolute() or ".." in path.parts:
+            raise ValueError(
+                f"{value[:80]!r} is not an absolute folder such as '/shared/checkpoints' (no '..', at most "
+                f"{MAX_DIR_CHARS} characters)"
+            )
+        return path.as_posix()
 
     @field_validator("env")
     @classmethod

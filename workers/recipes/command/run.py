@@ -132,8 +132,9 @@ def start_watchers(config: CommandConfig, ctx: RunContext, cwd: Path) -> Watcher
         return None
     metrics = checkpoints = None
     if config.checkpoint_dir is not None:
+        storage = checkpoint_storage(ctx.run_id, config.checkpoint_storage)
         try:
-            folder = link_to_storage(cwd / config.checkpoint_dir, checkpoint_storage(ctx.run_id), ctx.logger)
+            folder = link_to_storage(cwd / config.checkpoint_dir, storage, ctx.logger)
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot prepare checkpoint_dir {config.checkpoint_dir!r}: {exc}") from None
         checkpoints = CheckpointWatcher(folder, ctx.reporter, ctx.logger)

@@ -22,7 +22,8 @@ Checkpoints (`CheckpointWatcher`). Each new folder of `checkpoint_dir` that hold
 model (config.json, or adapter_config.json for a PEFT adapter, and weights: *.safetensors or
 *.bin), in itself or a few levels down (verl's `global_step_10/actor/huggingface/`), is
 registered with its step (trainer_state.json's `global_step`, else the last number of the
-folder's name) once its files have stopped changing for `settle_s`. After the command ends, the
+folder's name) once its files have stopped changing for `settle_s`. Folders already there when
+the command starts are registered only if they change. After the command ends, the
 final pass registers what is left, without waiting, if the command succeeded; otherwise only
 folders with a trainer_state.json (which transformers writes when a save is done).
 """
@@ -334,7 +335,7 @@ class CheckpointWatcher:
         self.settle_s = settle_s
         self.clock = clock
         self.registered: dict[str, int] = {}  # folder name -> step
-        self._before: set[str] = set()
+        self._before: dict[str, tuple[tuple[str, int, int], ...]] = {}
         self._seen: dict[str, _Seen] = {}
         self._told: set[str] = set()
 
@@ -348,8 +349,9 @@ class CheckpointWatcher:
         )
 
     def start(self) -> None:
-        """Checkpoints already there are an earlier job's: not registered again."""
-        self._before = {p.name for p in self._folders()}
+        """Checkpoints already there are an earlier job's (an earlier attempt of the run): not
+        registered again, unless they change (a trainer that saves the same step again)."""
+        self._before = {p.name: _signature(p) for p in self._folders()}
 
     def poll(self, *, final: bool = False, complete: bool = False) -> list[int]:
         """Register the checkpoints written since the last poll; their steps. On the final pass,
@@ -357,7 +359,9 @@ class CheckpointWatcher:
         done = []
         for folder in self._folders():
             if folder.name in self._before:
-                continue
+                if _signature(folder) == self._before[folder.name]:
+                    continue
+                del self._before[folder.name]
             model = model_folder(folder)
             if model is None:
                 if final:
@@ -480,7 +484,8 @@ class Watchers:
             )
 
 
-def checkpoint_storage(run_id: str) -> Path:
-    """The run's folder in checkpoint storage: where the GRPO recipe keeps its own."""
-    base = os.environ.get("BARREL_CHECKPOINT_DIR") or str(Path.home() / ".barrel" / "checkpoints")
+def checkpoint_storage(run_id: str, base: str | None = None) -> Path:
+    """The run's folder in checkpoint storage: under the config's base, else where the GRPO
+    recipe keeps its own."""
+    base = base or os.environ.get("BARREL_CHECKPOINT_DIR") or str(Path.home() / ".barrel" / "checkpoints")
     return Path(base).expanduser() / f"run-{run_id}"

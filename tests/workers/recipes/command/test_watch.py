@@ -225,6 +225,8 @@ def test_a_checkpoint_is_registered_with_its_step_once_its_files_stop_changing(t
     clock.now = 10.0
     assert watcher.poll() == [] and watcher.poll(final=True, complete=True) == []
     assert sink.checkpoints == [(10, ckpt.resolve().as_uri())]
+    (out / "checkpoint-3" / "model.safetensors").write_bytes(b"\1" * 64)  # saved again by this job
+    assert watcher.poll(final=True, complete=True) == [3]
 
 
 def test_the_final_pass_registers_what_is_left_if_the_command_succeeded(tmp_path: Path) -> None:
@@ -293,8 +295,13 @@ def test_a_command_s_metrics_and_checkpoints_reach_the_run(tmp_path: Path, monke
     work.mkdir()
     (work / "train.py").write_text(TRAINER)
     monkeypatch.chdir(work)
-    monkeypatch.setenv("BARREL_CHECKPOINT_DIR", str(tmp_path / "ckpts"))
-    config = CommandConfig(command=[sys.executable, "train.py", "0"], metrics_dir="runs", checkpoint_dir="out")
+    monkeypatch.setenv("BARREL_CHECKPOINT_DIR", str(tmp_path / "elsewhere"))
+    config = CommandConfig(
+        command=[sys.executable, "train.py", "0"],
+        metrics_dir="runs",
+        checkpoint_dir="out",
+        checkpoint_storage=str(tmp_path / "ckpts"),
+    )
     ctx = Ctx()
     run(config, ctx)  # type: ignore[arg-type]
     assert ctx.reporter.keys() == Counter({("train/loss", s): 1 for s in range(8)})
