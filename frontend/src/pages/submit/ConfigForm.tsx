@@ -6,12 +6,15 @@
 import type { ReactNode } from "react";
 
 import { FieldError } from "../evals/forms";
+import { KeyValueEditor } from "./KeyValueEditor";
 import {
   describeBounds,
   describeDefault,
   fieldStatus,
   formatScalar,
   isSweepable,
+  mapDraft,
+  mapRows,
   SEED_PATH,
   splitList,
   type Draft,
@@ -21,6 +24,8 @@ import {
   type FormSpec,
   type Section,
 } from "./schemaForm";
+import { shellSplit } from "./shlex";
+import { WorkingDirField } from "./WorkingDirField";
 import { plural } from "../../format";
 
 /** The select option that stands for JSON null. */
@@ -38,6 +43,15 @@ export interface ConfigFormProps {
   serverSections: Record<string, string[]>;
   isOpen: (section: string) => boolean;
   onToggle: (section: string) => void;
+  /** The team the run goes to, where a field uploads to it (x-ui "working-dir"). */
+  team?: { id: number; name: string } | null;
+  /** Whether an upload is under way. */
+  onUploadBusy?: (busy: boolean) => void;
+}
+
+/** Fields that take a row of their own: a line, a list, rows of names and values. */
+function isWide(field: Field): boolean {
+  return field.kind === "command" || field.kind === "lines" || field.kind === "map" || field.ui === "working-dir";
 }
 
 export function fieldId(path: string): string {
@@ -103,6 +117,8 @@ function ConfigSection({ section, ...props }: ConfigFormProps & { section: Secti
               sweep={sweep}
               error={errors[field.path]}
               server={serverFields[field.path]}
+              team={props.team ?? null}
+              onUploadBusy={props.onUploadBusy}
             />
           ))}
         </div>
@@ -127,6 +143,8 @@ function ConfigField({
   sweep,
   error,
   server,
+  team,
+  onUploadBusy,
 }: {
   field: Field;
   draft: Draft;
@@ -135,6 +153,8 @@ function ConfigField({
   sweep: boolean;
   error: string | undefined;
   server: string[] | undefined;
+  team: { id: number; name: string } | null;
+  onUploadBusy: ((busy: boolean) => void) | undefined;
 }) {
   const id = fieldId(field.path);
   const helpId = `${id}-help`;
@@ -146,11 +166,20 @@ function ConfigField({
   const control = bySeeds ? (
     <input id={id} value="" placeholder="from Seeds" disabled data-testid={`cfg-input-${field.path}`} />
   ) : (
-    <FieldControl field={field} draft={draft} onDraft={onDraft} sweep={swept} invalid={invalid} helpId={helpId} />
+    <FieldControl
+      field={field}
+      draft={draft}
+      onDraft={onDraft}
+      sweep={swept}
+      invalid={invalid}
+      helpId={helpId}
+      team={team}
+      onUploadBusy={onUploadBusy}
+    />
   );
   const inline = field.kind === "boolean" && !field.nullable && !swept;
   return (
-    <div className={`cfg-field cfg-${status}`} data-testid={`cfg-field-${field.path}`}>
+    <div className={`cfg-field cfg-${status}${isWide(field) ? " cfg-wide" : ""}`} data-testid={`cfg-field-${field.path}`}>
       <div className="cfg-label-row">
         {inline ? control : null}
         <label htmlFor={id} className="cfg-label">
@@ -164,6 +193,7 @@ function ConfigField({
         ) : null}
       </div>
       {inline ? null : control}
+      {field.kind === "command" && draft ? <CommandWords line={draft} path={field.path} /> : null}
       {field.nullable && !bySeeds && !field.readOnly && !(field.hasDefault && field.default === null) && field.kind !== "enum" ? (
         <label className="cfg-unset small">
           <input
@@ -210,6 +240,8 @@ function FieldControl({
   sweep,
   invalid,
   helpId,
+  team = null,
+  onUploadBusy,
 }: {
   field: Field;
   draft: Draft;
@@ -217,6 +249,8 @@ function FieldControl({
   sweep: boolean;
   invalid: boolean;
   helpId: string;
+  team?: { id: number; name: string } | null;
+  onUploadBusy?: ((busy: boolean) => void) | undefined;
 }): ReactNode {
   const id = fieldId(field.path);
   const common = {
@@ -293,6 +327,63 @@ function FieldControl({
     );
   }
 
+  if (field.ui === "working-dir" && field.kind === "string") {
+    return (
+      <WorkingDirField
+        id={id}
+        path={field.path}
+        draft={draft}
+        onDraft={onDraft}
+        invalid={invalid}
+        helpId={helpId}
+        team={team}
+        onBusy={onUploadBusy}
+      />
+    );
+  }
+
+  if (field.kind === "map") {
+    return (
+      <KeyValueEditor
+        id={id}
+        rows={mapRows(draft)}
+        onRows={(rows) => onDraft(rows.length > 0 ? mapDraft(rows) : "")}
+        invalid={invalid}
+        helpId={helpId}
+        testId={common["data-testid"]}
+      />
+    );
+  }
+
+  if (field.kind === "lines") {
+    const count = (draft ?? "").split("\n").length;
+    return (
+      <textarea
+        {...common}
+        className="cfg-lines-input"
+        rows={Math.min(12, Math.max(3, count + 1))}
+        spellCheck={false}
+        placeholder={field.item?.kind === "string" ? "one per line" : placeholderOf(field)}
+        value={draft ?? ""}
+        onChange={(event) => onDraft(event.target.value)}
+      />
+    );
+  }
+
+  if (field.kind === "command") {
+    return (
+      <input
+        {...common}
+        className="cfg-command-input"
+        placeholder={draft === null ? "unset" : "python train.py --lr 1e-6"}
+        value={draft ?? ""}
+        onChange={(event) => onDraft(event.target.value)}
+        spellCheck={false}
+        autoComplete="off"
+      />
+    );
+  }
+
   if (field.kind === "json") {
     return (
       <textarea
@@ -322,5 +413,28 @@ function FieldControl({
       spellCheck={false}
       autoComplete="off"
     />
+  );
+}
+
+/** The words a command line splits into, as the server will split it (its answer is the truth:
+ * a line it cannot split is refused beside the field). */
+function CommandWords({ line, path }: { line: string; path: string }) {
+  const split = shellSplit(line);
+  if (!split.ok) {
+    return (
+      <p className="muted small cfg-words" data-testid={`cfg-words-${path}`}>
+        Cannot be split into words: {split.error}.
+      </p>
+    );
+  }
+  return (
+    <p className="muted small cfg-words" data-testid={`cfg-words-${path}`}>
+      {split.words.length} {split.words.length === 1 ? "word" : "words"}:{" "}
+      {split.words.map((word, index) => (
+        <code key={index} className="cfg-word">
+          {word}
+        </code>
+      ))}
+    </p>
   );
 }

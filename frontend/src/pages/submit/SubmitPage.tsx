@@ -2,6 +2,7 @@ import { useMemo, useRef, useState, type FormEvent } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
 
 import { ApiError } from "../../api/client";
+import { useTeams } from "../../api/hooks";
 import { ErrorBox } from "../../components/ErrorBox";
 import { plural } from "../../format";
 import { FieldError, FormError } from "../evals/forms";
@@ -198,6 +199,9 @@ function SubmitForm({
   const [toggled, setToggled] = useState<Record<string, boolean>>({});
   // The drafts a refused submission had: a field's server error shows until the field is edited.
   const [refusedDrafts, setRefusedDrafts] = useState<Drafts | null>(null);
+  // A working directory on its way up: the run waits for its hash.
+  const [uploading, setUploading] = useState(false);
+  const teams = useTeams();
 
   const mutation = sweep ? submitSweep : source ? cloneRun : submitRun;
   const projectList = projects.data?.results ?? [];
@@ -223,6 +227,14 @@ function SubmitForm({
     if (error !== REQUIRED || attempted) shownErrors[path] = error;
   }
   const project = parseProject(projectValue);
+  // The team the run goes to: a working directory is uploaded to it.
+  const team = source
+    ? source.project.team
+    : !project.ok
+      ? null
+      : (projectList.find((p) => p.id === project.project || `${p.team.slug}/${p.name}` === project.project)?.team ??
+        teams.data?.results.find((t) => typeof project.project === "string" && project.project.startsWith(`${t.slug}/`)) ??
+        null);
   const tags = parseTags(tagsText);
   const seeds = parseSeeds(seedsText);
   const size = built && seeds.ok ? sweepSize(built.grid, seeds.seeds) : null;
@@ -347,6 +359,7 @@ function SubmitForm({
 
   const onSubmit = (event: FormEvent) => {
     event.preventDefault();
+    if (uploading) return; // the button says so
     setAttempted(true);
     let current: { drafts: Drafts; built: Built };
     if (view === "json") {
@@ -527,6 +540,13 @@ function SubmitForm({
         </div>
       </div>
       {recipe?.description ? <p className="muted recipe-description">{recipe.description}</p> : null}
+      {spec.fields.some((f) => f.ui === "working-dir") ? (
+        <p className="muted small secrets-note" data-testid="secrets-note">
+          Credentials (an API key, a hub token) do not belong in the config, which anyone reading the run sees: set them as{" "}
+          {team ? <Link to={`/teams/${team.id}/settings`}>{team.name}'s secrets</Link> : "the team's secrets"}, which every
+          command run of the team gets as environment variables and no page shows.
+        </p>
+      ) : null}
 
       <div className="cfg-toolbar">
         <h2>Config</h2>
@@ -609,6 +629,8 @@ function SubmitForm({
             serverSections={serverSections}
             isOpen={isOpen}
             onToggle={(path) => setToggled((old) => ({ ...old, [path]: !isOpen(path) }))}
+            team={team}
+            onUploadBusy={setUploading}
           />
         </>
       ) : (
@@ -625,8 +647,8 @@ function SubmitForm({
       {source && built ? <CloneDiff source={source} sourceConfig={sourceConfig} built={built} sweep={sweep} /> : null}
 
       <div className="form-actions">
-        <button type="submit" className="primary" disabled={mutation.isPending} data-testid="submit">
-          {mutation.isPending ? "Submitting…" : submitLabel}
+        <button type="submit" className="primary" disabled={mutation.isPending || uploading} data-testid="submit">
+          {mutation.isPending ? "Submitting…" : uploading ? "Uploading the working directory…" : submitLabel}
         </button>
         <Link to={source ? `/runs/${source.id}` : "/"}>Cancel</Link>
       </div>

@@ -18,6 +18,7 @@ export type ProjectPage = Schemas["PaginatedProjectList"];
 export type RunDetail = Schemas["RunDetail"];
 export type RunGroupDetail = Schemas["RunGroupDetail"];
 export type RunCloneBody = Schemas["RunCloneRequest"];
+export type WorkingDir = Schemas["WorkingDir"];
 
 /** POST /runs. The generated RunSubmitRequest types `config` per recipe; the form builds it from
  * the schema GET /recipes serves, so here it is any JSON object. */
@@ -172,4 +173,67 @@ export function sweepAttempt(previous: SweepAttempt | null, body: string, make: 
 /** Whether a failed request may have reached the server, so that sending it again is a retry. */
 export function mayRetry(error: unknown): boolean {
   return error instanceof ApiError && (error.status === 0 || error.status >= 500);
+}
+
+/** Where an upload is: bytes sent of the total. */
+export interface UploadProgress {
+  loaded: number;
+  total: number;
+}
+
+/** The ApiError an XMLHttpRequest's answer carries, read as errorFromResponse reads a fetch's. */
+function xhrError(xhr: XMLHttpRequest): ApiError {
+  let body: { error?: unknown; message?: unknown; detail?: unknown; fields?: unknown } = {};
+  try {
+    body = JSON.parse(xhr.responseText) as typeof body;
+  } catch {
+    // Not JSON (a proxy's page): the status line says it.
+  }
+  const message =
+    (typeof body.message === "string" && body.message) ||
+    (typeof body.detail === "string" && body.detail) ||
+    `${xhr.status} ${xhr.statusText || "request failed"}`.trim();
+  const code = typeof body.error === "string" ? body.error : `http_${xhr.status}`;
+  const fields = body.fields && typeof body.fields === "object" ? (body.fields as Record<string, string[]>) : {};
+  return new ApiError(xhr.status, code, message, fields);
+}
+
+/**
+ * POST /teams/{id}/working-dirs with the zip as the body, its progress reported as it goes
+ * (fetch cannot report an upload's progress: XMLHttpRequest can). 201 stored now, 200 when the
+ * team had the same content; 413 over the server's limit, 400 when it is no zip.
+ */
+export async function uploadWorkingDir(
+  teamId: number,
+  file: Blob,
+  onProgress: (progress: UploadProgress) => void,
+  signal?: AbortSignal,
+): Promise<WorkingDir> {
+  if (!readCookie("csrftoken")) {
+    await fetch(`${API_BASE}/session`, { credentials: "same-origin" }).catch(() => undefined);
+  }
+  return new Promise<WorkingDir>((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", `${API_BASE}/teams/${teamId}/working-dirs`);
+    xhr.withCredentials = true;
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.setRequestHeader("Content-Type", "application/zip");
+    const token = readCookie("csrftoken");
+    if (token) xhr.setRequestHeader("X-CSRFToken", token);
+    xhr.upload.onprogress = (event) => onProgress({ loaded: event.loaded, total: event.lengthComputable ? event.total : file.size });
+    xhr.onload = () => {
+      if (xhr.status >= 200 && xhr.status < 300) {
+        try {
+          resolve(JSON.parse(xhr.responseText) as WorkingDir);
+        } catch {
+          reject(new ApiError(xhr.status, "bad_answer", "The server's answer to the upload is not JSON."));
+        }
+      } else reject(xhrError(xhr));
+    };
+    xhr.onerror = () =>
+      reject(new ApiError(0, "network_error", "The upload was cut off before the server answered: check your connection and retry."));
+    xhr.onabort = () => reject(new DOMException("The upload was cancelled.", "AbortError"));
+    signal?.addEventListener("abort", () => xhr.abort(), { once: true });
+    xhr.send(file);
+  });
 }

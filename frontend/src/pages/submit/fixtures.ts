@@ -319,3 +319,133 @@ export const GRPO_SCHEMA: JsonSchema = {
   title: "GRPOConfig",
   type: "object",
 };
+
+/** The command recipe's schema as GET /recipes serves it (pydantic's, x-ui hints included). */
+export const COMMAND_SCHEMA: JsonSchema = {
+  "additionalProperties": false,
+  "description": "Any trainer's entrypoint as a Barrel run: TRL, verl, OpenRLHF or a script of your own.",
+  "properties": {
+    "seed": {
+      "anyOf": [
+        {
+          "maximum": 2147483647,
+          "minimum": 0,
+          "type": "integer"
+        },
+        {
+          "type": "null"
+        }
+      ],
+      "default": null,
+      "description": "Random seed. When omitted, the control plane picks one and records it on the attempt.",
+      "title": "Seed"
+    },
+    "command": {
+      "description": "The entrypoint: a command line (split into words as a POSIX shell would, with no shell features such as pipes or $VARS: use ['bash', '-c', '...'] for those) or a list of arguments. It runs in the working directory, with the job contract's variables (BARREL_*, MLFLOW_*) in its environment, so a trainer that logs to MLflow logs into this run.",
+      "items": {
+        "type": "string"
+      },
+      "title": "Command",
+      "type": "array",
+      "x-ui": "command"
+    },
+    "env": {
+      "additionalProperties": {
+        "type": "string"
+      },
+      "description": "Environment variables of the job (at most 200). The job contract's own (BARREL_*, MLFLOW_TRACKING_*, MLFLOW_RUN_ID) cannot be set. Stored in the run's config: put secrets in the team's settings, not here.",
+      "title": "Env",
+      "type": "object"
+    },
+    "pip": {
+      "description": "Requirements installed for the job by Ray's runtime_env (pip), such as 'trl==0.19.1'.",
+      "items": {
+        "type": "string"
+      },
+      "maxItems": 100,
+      "title": "Pip",
+      "type": "array",
+      "x-ui": "lines"
+    },
+    "working_dir": {
+      "anyOf": [
+        {
+          "pattern": "^sha256:[0-9a-f]{64}$",
+          "type": "string"
+        },
+        {
+          "type": "null"
+        }
+      ],
+      "default": null,
+      "description": "A working directory uploaded to the team (POST /teams/{id}/working-dirs; `barrel submit --working-dir` does it), by its content hash: the job runs in a copy of it.",
+      "title": "Working Dir",
+      "x-ui": "working-dir"
+    },
+    "cpus": {
+      "default": 1.0,
+      "description": "CPUs the job reserves in Ray.",
+      "maximum": 1024.0,
+      "minimum": 0.0,
+      "title": "Cpus",
+      "type": "number"
+    },
+    "gpus": {
+      "default": 0.0,
+      "description": "GPUs the job reserves in Ray.",
+      "maximum": 64.0,
+      "minimum": 0.0,
+      "title": "Gpus",
+      "type": "number"
+    },
+    "reserve_in_entrypoint": {
+      "default": true,
+      "description": "Whether the command's own process holds cpus/gpus (Ray places it on a node that has them and sets CUDA_VISIBLE_DEVICES): right for a trainer in one process (TRL, torchrun). False for one that starts its own Ray actors (verl, OpenRLHF), which reserve what they use. The scheduler counts cpus/gpus either way.",
+      "title": "Reserve In Entrypoint",
+      "type": "boolean"
+    },
+    "metrics_dir": {
+      "anyOf": [
+        {
+          "type": "string"
+        },
+        {
+          "type": "null"
+        }
+      ],
+      "default": null,
+      "description": "A folder of the working directory (relative, such as 'runs') where the trainer writes TensorBoard event files or JSONL metric logs (OpenRLHF, slime, verl's file logger): a watcher beside the command streams their new records into the run while it runs, and reads what is left when it ends.",
+      "title": "Metrics Dir"
+    },
+    "metrics_format": {
+      "default": "auto",
+      "description": "What metrics_dir holds: 'tensorboard' (events.out.tfevents.* files), 'jsonl' (*.jsonl), or 'auto' (both).",
+      "enum": [
+        "auto",
+        "tensorboard",
+        "jsonl"
+      ],
+      "title": "Metrics Format",
+      "type": "string"
+    },
+    "checkpoint_dir": {
+      "anyOf": [
+        {
+          "type": "string"
+        },
+        {
+          "type": "null"
+        }
+      ],
+      "default": null,
+      "description": "A folder of the working directory (relative, such as 'out') where the trainer saves Hugging Face-format checkpoints (checkpoint-<step>/ with config.json and weights): each new one is registered with its step once written. The folder is made a link to the run's folder in shared checkpoint storage ($BARREL_CHECKPOINT_DIR/run-<id>), so the checkpoints outlive the job.",
+      "title": "Checkpoint Dir"
+    }
+  },
+  "required": [
+    "command"
+  ],
+  "title": "CommandConfig",
+  "type": "object"
+}
+;

@@ -40,8 +40,11 @@ function field(spec: FormSpec, path: string): Field {
 /** A scalar field as parseScalar takes it. */
 function scalar(spec: FormSpec, path: string): ScalarSpec {
   const found = field(spec, path);
-  if (found.kind === "array" || found.kind === "json") throw new Error(`${path} is not a scalar`);
-  return { ...found, kind: found.kind };
+  const kind = found.kind;
+  if (kind === "array" || kind === "lines" || kind === "command" || kind === "map" || kind === "json") {
+    throw new Error(`${path} is not a scalar`);
+  }
+  return { ...found, kind };
 }
 
 describe("flattenSchema", () => {

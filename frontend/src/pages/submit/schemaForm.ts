@@ -10,6 +10,7 @@
  */
 
 import { plural } from "../../format";
+import { shellJoin, shellSplit } from "./shlex";
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
@@ -42,11 +43,19 @@ export interface JsonSchema {
   minItems?: number;
   maxItems?: number;
   uniqueItems?: boolean;
+  /** How the dashboard's form shows the field, where the recipe says (pydantic's
+   * `json_schema_extra={"x-ui": ...}`): "command", "lines", "working-dir". */
+  "x-ui"?: string;
 }
 
 export type ScalarKind = "integer" | "number" | "string" | "boolean" | "enum";
-/** `array`: a list of scalars, typed comma-separated; `json`: anything else, typed as JSON. */
-export type FieldKind = ScalarKind | "array" | "json";
+/**
+ * `array`: a list of scalars, typed comma-separated; `lines`: one typed per line (x-ui "lines");
+ * `command`: a list of words typed as one shell-like line, sent as typed for the server to split
+ * (x-ui "command"); `map`: an object of name → scalar (a `dict[str, str]`), edited as rows;
+ * `json`: anything else, typed as JSON.
+ */
+export type FieldKind = ScalarKind | "array" | "lines" | "command" | "map" | "json";
 
 /** What a scalar (a field, or an array's item) accepts. */
 export interface ScalarSpec {
@@ -77,6 +86,9 @@ export interface Field extends Omit<ScalarSpec, "kind"> {
   default: Json | undefined;
   /** A `const`: shown, never edited. */
   readOnly: boolean;
+  /** The schema's x-ui hint ("working-dir": a string filled by an upload). */
+  ui?: string;
+  /** A list's items, a map's values. */
   item?: ScalarSpec;
   minItems?: number;
   maxItems?: number;
@@ -306,6 +318,7 @@ function makeField(
     hasDefault: false,
     default: undefined,
     readOnly: schema.const !== undefined,
+    ...(typeof schema["x-ui"] === "string" ? { ui: schema["x-ui"] } : {}),
     schema,
     root: where.root,
   };
@@ -315,9 +328,11 @@ function makeField(
     const { schema: itemSchema, nullable, union } = unwrapNullable(schema.items, where.root);
     const item = nullable || union ? null : scalarSpec(itemSchema);
     if (item) {
+      const kind: FieldKind =
+        base.ui === "command" && item.kind === "string" ? "command" : base.ui === "lines" ? "lines" : "array";
       return {
         ...base,
-        kind: "array",
+        kind,
         options: [],
         item,
         minItems: schema.minItems,
@@ -325,6 +340,13 @@ function makeField(
         uniqueItems: schema.uniqueItems,
       };
     }
+  }
+  const values = schema.additionalProperties;
+  if (!where.union && schema.type === "object" && !schema.properties && typeof values === "object") {
+    const { schema: valueSchema, nullable, union } = unwrapNullable(values, where.root);
+    // A dict[str, str] (a command's env); other maps (reward weights by name) stay JSON.
+    const item = nullable || union ? null : scalarSpec(valueSchema);
+    if (item?.kind === "string") return { ...base, kind: "map", options: [], item };
   }
   return { ...base, kind: "json", options: [] };
 }
@@ -413,9 +435,61 @@ export function splitList(text: string): string[] {
   return text.trim() === "" ? [] : text.split(",").map((item) => item.trim());
 }
 
+/** Kinds whose value is a list or an object, typed whole. */
+const COMPOSITE: ReadonlySet<FieldKind> = new Set(["array", "lines", "command", "map", "json"]);
+
 /** Whether a sweep may vary the field: a scalar one the server lets a grid set. */
 export function isSweepable(field: Field): boolean {
-  return field.kind !== "array" && field.kind !== "json" && !field.readOnly && field.path !== SEED_PATH;
+  return !COMPOSITE.has(field.kind) && !field.readOnly && field.path !== SEED_PATH;
+}
+
+// ---------------------------------------------------------------- a map's rows
+
+/** A map field's rows as edited: a name and a value each, blank rows included. */
+export type MapRow = [name: string, value: string];
+
+/** A map's draft: its rows as JSON ("" for the default). */
+export function mapDraft(rows: readonly MapRow[]): Draft {
+  return JSON.stringify(rows);
+}
+
+/** The rows a map's draft holds; a draft not written by mapDraft reads as none. */
+export function mapRows(draft: Draft | undefined): MapRow[] {
+  if (!draft) return [];
+  try {
+    const rows: unknown = JSON.parse(draft);
+    if (Array.isArray(rows)) {
+      return rows.filter(
+        (row): row is MapRow => Array.isArray(row) && row.length === 2 && row.every((part) => typeof part === "string"),
+      );
+    }
+  } catch {
+    // fall through
+  }
+  return [];
+}
+
+function readMap(field: Field, text: string): FieldRead {
+  const value: JsonObject = {};
+  const rows = mapRows(text).filter(([name, item]) => name !== "" || item !== "");
+  if (rows.length === 0) return { state: "default" };
+  for (const [index, [typed, item]] of rows.entries()) {
+    const name = typed.trim();
+    if (name === "") return { state: "invalid", error: `row ${index + 1} has a value but no name` };
+    if (name in value) return { state: "invalid", error: `${name} is given twice` };
+    const read = field.item ? parseScalar(field.item, item) : ({ ok: true, value: item } as const);
+    if (!read.ok) return { state: "invalid", error: `${name}: ${read.error}` };
+    value[name] = read.value;
+  }
+  return { state: "value", value };
+}
+
+/** A `lines` field's draft: its items, one per line; blank lines are left out. */
+export function splitLines(text: string): string[] {
+  return text
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter(Boolean);
 }
 
 /** What a field's draft says: the default, a value, several values (a swept field), or a problem. */
@@ -447,13 +521,19 @@ export function readField(field: Field, draft: Draft | undefined, sweep = false)
     return problem ? { state: "invalid", error: problem } : { state: "value", value };
   }
 
-  if (field.kind === "array" && field.item) {
-    const items = splitList(text);
+  if (field.kind === "map") return readMap(field, text);
+
+  // The line as typed: the server splits it (a clone keeps its list when the words are the same).
+  if (field.kind === "command") return { state: "value", value: text.trim() };
+
+  if ((field.kind === "array" || field.kind === "lines") && field.item) {
+    const lines = field.kind === "lines";
+    const items = lines ? splitLines(text) : splitList(text);
     const values: Json[] = [];
     for (const [index, item] of items.entries()) {
       if (item === "") return { state: "invalid", error: `value ${index + 1} is empty: remove the extra comma` };
       const read = parseScalar(field.item, item);
-      if (!read.ok) return { state: "invalid", error: `${itemLabel(index, item)} ${read.error}` };
+      if (!read.ok) return { state: "invalid", error: `${lines ? `line ${JSON.stringify(item)}` : itemLabel(index, item)} ${read.error}` };
       values.push(read.value);
     }
     if (field.minItems !== undefined && values.length < field.minItems) {
@@ -465,6 +545,7 @@ export function readField(field: Field, draft: Draft | undefined, sweep = false)
     if (field.uniqueItems && new Set(values.map((v) => JSON.stringify(v))).size !== values.length) {
       return { state: "invalid", error: "a value is given twice" };
     }
+    if (lines && values.length === 0) return { state: "default" };
     return { state: "value", value: values };
   }
 
@@ -605,7 +686,12 @@ export function describeBounds(field: Field): string | null {
     else parts.push(...numeric(field.item).map((p) => `each ${p}`));
     if (field.minItems !== undefined && field.minItems > 0) parts.push(`at least ${field.minItems}`);
     if (field.maxItems !== undefined) parts.push(`at most ${field.maxItems}`);
-  } else if (field.kind === "json") parts.push("JSON");
+  } else if (field.kind === "lines") {
+    parts.push("one per line");
+    if (field.maxItems !== undefined) parts.push(`at most ${field.maxItems}`);
+  } else if (field.kind === "command") parts.push("one line, split into words as a POSIX shell would");
+  else if (field.kind === "map") parts.push("a name and a value per row");
+  else if (field.kind === "json") parts.push("JSON");
   return parts.length > 0 ? parts.join(", ") : null;
 }
 
@@ -635,6 +721,19 @@ function draftOf(field: Field, value: Json | undefined): Draft {
     return field.hasDefault && field.default === null ? "" : null;
   }
   if (field.kind === "json") return JSON.stringify(value);
+  if (field.kind === "command") {
+    if (typeof value === "string") return value;
+    return Array.isArray(value) && value.every((v) => typeof v === "string") ? shellJoin(value) : JSON.stringify(value);
+  }
+  if (field.kind === "map") {
+    if (!isObject(value)) return JSON.stringify(value);
+    return mapDraft(Object.entries(value).map(([name, item]): MapRow => [name, formatScalar(item)]));
+  }
+  if (field.kind === "lines") {
+    return Array.isArray(value) && value.every((v) => !isObject(v) && !Array.isArray(v))
+      ? value.map(formatScalar).join("\n")
+      : JSON.stringify(value);
+  }
   if (field.kind === "array") {
     return Array.isArray(value) && value.every((v) => !isObject(v) && !Array.isArray(v))
       ? value.map(formatScalar).join(", ")
@@ -687,11 +786,20 @@ export function buildConfig(spec: FormSpec, drafts: Drafts, base: JsonObject, { 
         break;
       case "value":
         if (!hasPath(base, field.path) && field.hasDefault && deepEqual(read.value, field.default)) break;
+        if (field.kind === "command" && sameCommand(getPath(base, field.path), read.value)) break;
         setPath(config, field.path, read.value);
         break;
     }
   }
   return { config, grid, errors };
+}
+
+/** Whether a command line as typed says the words `before` holds (a clone's unchanged command
+ * keeps its list rather than going back as a line). */
+function sameCommand(before: Json | undefined, line: Json): boolean {
+  if (typeof line !== "string" || !Array.isArray(before)) return false;
+  const split = shellSplit(line);
+  return split.ok && deepEqual(split.words, before);
 }
 
 /** On turning a sweep off: each swept field keeps its first value. */
