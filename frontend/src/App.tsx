@@ -21,6 +21,7 @@ import { QueuePage } from "./pages/queue/QueuePage";
 import { RunPage } from "./pages/run/RunPage";
 import { RunsPage } from "./pages/runs/RunsPage";
 import { SubmitPage } from "./pages/submit/SubmitPage";
+import { SettingsIndexPage, TeamSettingsPage } from "./pages/team/TeamSettingsPage";
 import { FailurePage } from "./pages/triage/FailurePage";
 import { FailuresIndexPage, TriagePage } from "./pages/triage/TriagePage";
 
@@ -57,6 +58,8 @@ export function App() {
         <Route path="teams/:id/alerts" element={<TeamAlertsPage />} />
         <Route path="queue" element={<QueuePage />} />
         <Route path="teams/:id/queue" element={<QueuePage />} />
+        <Route path="settings" element={<SettingsIndexPage />} />
+        <Route path="teams/:id/settings" element={<TeamSettingsPage />} />
         <Route path="*" element={<NotFound />} />
       </Route>
     </Routes>

@@ -30,7 +30,7 @@ export function Layout() {
           Barrel
         </Link>
         <nav>
-          <Link to="/">Runs</Link> <Link to="/groups">Groups</Link> <Link to="/compare">Compare</Link> <Link to="/evals">Evals</Link> <Link to="/chat">Chat</Link> <Link to="/failures">Failures</Link> <Link to="/alerts">Alerts</Link> <Link to="/queue">Queue</Link> <Link to="/runs/new" data-testid="nav-new-run">New run</Link>
+          <Link to="/">Runs</Link> <Link to="/groups">Groups</Link> <Link to="/compare">Compare</Link> <Link to="/evals">Evals</Link> <Link to="/chat">Chat</Link> <Link to="/failures">Failures</Link> <Link to="/alerts">Alerts</Link> <Link to="/queue">Queue</Link> <Link to="/settings" data-testid="nav-settings">Team</Link> <Link to="/runs/new" data-testid="nav-new-run">New run</Link>
         </nav>
         <span className="spacer" />
         <span className="muted">{session.data.user.username}</span>
