@@ -142,6 +142,12 @@ export function WorkingDirField(props: WorkingDirFieldProps) {
         </p>
       ) : null}
       {!team ? <p className="muted small">Choose the project first: the directory is uploaded to its team.</p> : null}
+      <p className="muted small wd-how" data-testid={`cfg-workdir-how-${path}`}>
+        A .zip of the directory, its files at the top (the job runs in a copy of it; this page does not zip folders).
+        Make one with <code>cd my-trainer &amp;&amp; zip -r ../my-trainer.zip . -x &apos;.git/*&apos;</code>, or let{" "}
+        <code>barrel submit --command … --working-dir .</code> zip and upload it, leaving out .git, caches and
+        .gitignore&apos;d files.
+      </p>
     </div>
   );
 }
