@@ -168,7 +168,10 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory):
     if address := os.environ.get("BARREL_TEST_RAY_ADDRESS"):
         yield address
         return
-    stack = Stack(state_dir=tmp_path_factory.mktemp("ray"), ray_cpus=2)
+    state = tmp_path_factory.mktemp("ray")
+    # Jobs keep checkpoints in run-<id> folders: the head's own, not ~/.barrel's, where another
+    # stack's (or an earlier session's) run of the same id left its own.
+    stack = Stack(state_dir=state, ray_cpus=2, extra_env={"BARREL_CHECKPOINT_DIR": str(state / "checkpoints")})
     stack.start_ray()
     try:
         yield stack.ray_address
