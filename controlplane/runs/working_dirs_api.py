@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -29,8 +30,19 @@ class WorkingDirSerializer(serializers.Serializer[Any]):
     created = serializers.BooleanField(help_text="False when the team had this content already (same ref).")
 
 
+class _LeftUnread(BaseParser):
+    """Any body, left for the view to read as a stream. A session's CSRF check asks for the POST
+    data first (Django looks for a form's token before the header): with no parser that answered
+    415, and a parser that read the body would leave the view nothing to stream."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> dict[str, Any]:
+        return {}
+
+
 class TeamWorkingDirsView(APIView):
-    parser_classes: list[Any] = []  # the body is the zip, read as a stream
+    parser_classes: list[Any] = [_LeftUnread]  # the body is the zip, read as a stream
 
     @extend_schema(
         request={"application/octet-stream": OpenApiTypes.BINARY},
