@@ -476,9 +476,10 @@ class Watchers:
             stats = self.metrics.stats
             skipped = self.metrics.skipped
             self.log.info(
-                "metrics watcher: %d points from %d files%s%s",
+                "metrics watcher: %d points from %d file%s%s%s",
                 stats.points,
                 stats.files,
+                "" if stats.files == 1 else "s",
                 f", {len(stats.problems)} problems (above)" if stats.problems else "",
                 f", {skipped.count} values that are not numbers skipped" if skipped.count else "",
             )
