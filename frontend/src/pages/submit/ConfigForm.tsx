@@ -49,6 +49,12 @@ export interface ConfigFormProps {
   onUploadBusy?: (busy: boolean) => void;
 }
 
+/** The fields with a row of their own first (a command, its env...), then the grid of the others:
+ * a narrow field before a wide one would sit alone on its row. */
+function wideFirst(fields: Field[]): Field[] {
+  return [...fields.filter(isWide), ...fields.filter((f) => !isWide(f))];
+}
+
 /** Fields that take a row of their own: a line, a list, rows of names and values. */
 function isWide(field: Field): boolean {
   return field.kind === "command" || field.kind === "lines" || field.kind === "map" || field.ui === "working-dir";
@@ -107,12 +113,12 @@ function ConfigSection({ section, ...props }: ConfigFormProps & { section: Secti
       <FieldError messages={serverSections[section.path]} testId={`section-error-${section.path || "general"}`} />
       {open ? (
         <div className="cfg-grid" id={bodyId}>
-          {section.fields.map((field, index) => (
+          {wideFirst(section.fields).map((field) => (
             <ConfigField
               key={field.path}
               field={field}
               draft={drafts[field.path] ?? ""}
-              status={statuses[index] ?? "default"}
+              status={statuses[section.fields.indexOf(field)] ?? "default"}
               onDraft={(draft) => props.onDraft(field.path, draft)}
               sweep={sweep}
               error={errors[field.path]}

@@ -217,7 +217,7 @@ export async function uploadWorkingDir(
     xhr.open("POST", `${API_BASE}/teams/${teamId}/working-dirs`);
     xhr.withCredentials = true;
     xhr.setRequestHeader("Accept", "application/json");
-    xhr.setRequestHeader("Content-Type", "application/zip");
+    xhr.setRequestHeader("Content-Type", "application/octet-stream"); // as the API documents it
     const token = readCookie("csrftoken");
     if (token) xhr.setRequestHeader("X-CSRFToken", token);
     xhr.upload.onprogress = (event) => onProgress({ loaded: event.loaded, total: event.lengthComputable ? event.total : file.size });
