@@ -70,7 +70,7 @@ export function SecretsPanel({ team }: { team: Pick<Team, "id" | "name" | "role"
         <FormError error={deleteSecret.error} title="The secret was not deleted" placed={() => false} />
       ) : null}
       {notice ? (
-        <p className="notice" role="status" data-testid="secrets-notice">
+        <p className="secrets-done" role="status" data-testid="secrets-notice">
           {notice}
         </p>
       ) : null}
