@@ -6,17 +6,22 @@ waits for admission and when it should start, and the queue page."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 import time
 import uuid
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings
 from ray.job_submission import JobSubmissionClient
 
 from tests.e2e import test_grpo
@@ -290,3 +295,74 @@ def test_a_person_sees_why_a_queued_run_waits_and_when_it_should_start(live: Liv
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (SHOTS / "queued-run.png").exists() and (SHOTS / "queue.png").exists()
     assert (SHOTS / "queue-audit.png").exists()
+
+
+# A command run's trainer: logs through Barrel's MLflow API with the standard library only, and
+# whether the team secret reached it (its hash is in the config, never the secret).
+TRAINER = """\
+import hashlib, json, os, sys, urllib.request
+steps = int(open("steps.txt").read())
+ok = hashlib.sha256(os.environ.get("E2E_SECRET", "").encode()).hexdigest() == os.environ["SECRET_SHA256"]
+metrics = [{"key": "train/loss", "value": 1.0 / (s + 1), "timestamp": 0, "step": s} for s in range(steps)]
+metrics.append({"key": "check/secret_ok", "value": float(ok), "timestamp": 0, "step": 0})
+request = urllib.request.Request(
+    os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow/runs/log-batch",
+    data=json.dumps({"run_id": os.environ["MLFLOW_RUN_ID"], "metrics": metrics}).encode(),
+    headers={"Authorization": "Bearer " + os.environ["MLFLOW_TRACKING_TOKEN"], "Content-Type": "application/json"},
+)
+urllib.request.urlopen(request, timeout=30).read()
+print("logged", steps, "steps; argv", sys.argv[1:], "secret reached the job:", ok)
+"""
+
+
+def test_a_person_submits_a_command_run_with_a_zip_and_a_team_secret_from_the_browser(live: Live, tmp_path: Path):
+    """The command form as `barrel submit --command --working-dir` (frontend/e2e/command_submit.mjs):
+    a team secret set on the settings page, a file that is no zip and one over the server's limit
+    refused beside the working directory, a zip uploaded, the server's 400s on a command line and
+    a pip line beside their fields; the fixed run succeeds with the secret in its environment and
+    nowhere in its answers, and the secret is deleted."""
+    env = check_env(live, 0)
+    zipped = tmp_path / "trainer.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        archive.writestr("train.py", TRAINER)
+        archive.writestr("steps.txt", "3")
+    (tmp_path / "notes.zip").write_text("not a zip\n")
+    with (tmp_path / "huge.zip").open("wb") as huge:  # sparse: one byte over the limit
+        huge.truncate(settings.WORKING_DIR_MAX_BYTES + 1)
+    secret = secrets.token_hex(16)
+    env |= {
+        "BARREL_PROJECT": "lab/byo-web",
+        "BARREL_ZIP": str(zipped),
+        "BARREL_NOT_ZIP": str(tmp_path / "notes.zip"),
+        "BARREL_TOO_LARGE": str(tmp_path / "huge.zip"),
+        "BARREL_SECRET_VALUE": secret,
+    }
+    result = subprocess.run(
+        ["node", "e2e/command_submit.mjs"], cwd=ROOT / "frontend", env=env, capture_output=True, text=True, timeout=300
+    )
+    print(result.stdout[-3000:])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    [run_id] = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("RUN ")]
+    with live.client() as client:
+        run = client.get(f"/api/v1/runs/{run_id}").json()
+        deadline = time.monotonic() + 10  # the last points may land just after the run ends
+        while True:
+            keys = {k["key"]: k for k in client.get(f"/api/v1/runs/{run_id}/metrics/keys").json()["keys"]}
+            if keys.get("train/loss", {}).get("count") == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        team = next(t for t in client.get("/api/v1/teams").json()["results"] if t["slug"] == "lab")
+        left = [s["name"] for s in client.get(f"/api/v1/teams/{team['id']}/secrets").json()]
+    assert run["status"] == "SUCCEEDED", run
+    # What the form sent, as the server split and stored it.
+    config = run["config"]
+    assert config["command"] == ["python", "train.py", "--name", "web run"]
+    assert config["env"] == {"LR": "1e-6", "SECRET_SHA256": hashlib.sha256(secret.encode()).hexdigest()}
+    assert config["pip"] == []
+    assert config["working_dir"] == "sha256:" + hashlib.sha256(zipped.read_bytes()).hexdigest()
+    assert keys["train/loss"]["count"] == 3, keys
+    assert keys["check/secret_ok"]["last_value"] == 1.0, keys  # the secret reached the job
+    assert secret not in json.dumps(run)
+    assert "E2E_SECRET" not in left
+    for shot in ("secrets.png", "command-too-large.png", "command-refused.png", "command-form.png", "command-run.png"):
+        assert (SHOTS / shot).exists(), shot
