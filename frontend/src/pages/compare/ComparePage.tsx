@@ -28,6 +28,7 @@ import { defaultKeys, keyCounts, orderKeys } from "./keys";
 import { KeyPicker } from "./KeyPicker";
 import { Legend, type LegendEntry } from "./Legend";
 import { LiveFeeds } from "./LiveFeeds";
+import { useThrottled } from "./throttle";
 import { palette } from "./palette";
 import { RunPicker } from "./RunPicker";
 import { compareSearch, MAX_SMOOTHING, parseCompareState, type BandMode, type CompareState } from "./urlState";
@@ -343,9 +344,15 @@ function CompareLoaded({ runs, keysByRun, group, state, update }: LoadedProps) {
   const smoothing = useDeferredValue(state.smooth);
   const view = useMemo<SeriesView>(() => ({ smoothing, logScale: state.log }), [smoothing, state.log]);
 
+  // The final values follow live points once a second at most: at a batch a second from each of
+  // 100 runs, re-rendering and laying out a 100-row table at every application of points was most
+  // of the page's long frames. Other keys or rows show at once.
+  const finalsKey = finalEntries.map((e) => [e.id, e.label, e.runIds.join(",")].join("\u0000")).join("\u0001");
+  const stableFinalEntries = useStableBy(finalEntries, finalsKey);
+  const finalData = useThrottled(full.data, FINALS_EVERY_MS, `${chosenKeys.join("\n")}\u0002${finalsKey}`);
   const rows = useMemo(
-    () => (full.data ? finalRows(finalEntries, full.data, chosenKeys) : []),
-    [full.data, finalEntries, chosenKeys],
+    () => (finalData ? finalRows(stableFinalEntries, finalData, chosenKeys) : []),
+    [finalData, stableFinalEntries, chosenKeys],
   );
   const stats = configGroups && configGroups.length > 1 ? statsGroup(group, runs, state.by, configGroups) : null;
 
@@ -437,10 +444,18 @@ function useStableBy<T>(value: T, key: string): T {
   return ref.current.value;
 }
 
-function FinalTableSlot(props: { rows: FinalRow[]; keys: string[]; grouped: boolean; pending: boolean }) {
+/** How often (ms), at most, live points reach the final values table. */
+const FINALS_EVERY_MS = 1000;
+
+const FinalTableSlot = memo(function FinalTableSlot(props: {
+  rows: FinalRow[];
+  keys: string[];
+  grouped: boolean;
+  pending: boolean;
+}) {
   if (props.pending) return null;
   return <FinalTable rows={props.rows} keys={props.keys} grouped={props.grouped} />;
-}
+});
 
 interface ChartSlotProps {
   metricKey: string;

@@ -1,11 +1,11 @@
-import { useState } from "react";
+import { memo, useState } from "react";
 
 import type { RunDetail } from "../../api/types";
 import { configPanel } from "../run/config";
 import { diffConfigs } from "./config";
 
 /** Two runs' configs side by side, only where they differ (an external run's MLflow params stand in for its config). */
-export function ConfigDiff({ runs }: { runs: readonly RunDetail[] }) {
+function ConfigDiffPanel({ runs }: { runs: readonly RunDetail[] }) {
   const [leftId, setLeftId] = useState(runs[0]?.id ?? 0);
   const [rightId, setRightId] = useState(runs[1]?.id ?? 0);
   if (runs.length < 2) return null;
@@ -23,7 +23,7 @@ export function ConfigDiff({ runs }: { runs: readonly RunDetail[] }) {
     </select>
   );
   return (
-    <section className="panel" data-testid="config-diff">
+    <section className="panel compare-below" data-testid="config-diff">
       <div className="section-head">
         <h2>Config diff</h2>
         {picker(left.id, setLeftId, "left")}
@@ -74,3 +74,24 @@ export function ConfigDiff({ runs }: { runs: readonly RunDetail[] }) {
     </section>
   );
 }
+
+/** What the diff shows of a run: a live batch gives a run a new object with these unchanged. */
+function sameConfigs(a: { runs: readonly RunDetail[] }, b: { runs: readonly RunDetail[] }): boolean {
+  return (
+    a.runs.length === b.runs.length &&
+    a.runs.every((run, i) => {
+      const other = b.runs[i];
+      return (
+        other !== undefined &&
+        run.id === other.id &&
+        run.name === other.name &&
+        run.recipe === other.recipe &&
+        run.config === other.config &&
+        run.params === other.params
+      );
+    })
+  );
+}
+
+/** Two runs' configs side by side, only where they differ; not re-rendered by live points. */
+export const ConfigDiff = memo(ConfigDiffPanel, sameConfigs);

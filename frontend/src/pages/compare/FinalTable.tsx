@@ -1,4 +1,4 @@
-import { useState } from "react";
+import { memo, useState } from "react";
 
 import { formatMetricValue } from "../../api/nonfinite";
 import { difference, formatSigned, sortRows, type FinalCell, type FinalRow, type RowSort } from "./finals";
@@ -22,7 +22,15 @@ function differenceText(value: number | null | undefined, base: number | null | 
  * Final values per run (or group) and key, each against a baseline row chosen here: absolute
  * and relative difference. Sorted by clicking a column's header (again to reverse).
  */
-export function FinalTable({ rows, keys, grouped }: { rows: readonly FinalRow[]; keys: readonly string[]; grouped: boolean }) {
+export const FinalTable = memo(function FinalTable({
+  rows,
+  keys,
+  grouped,
+}: {
+  rows: readonly FinalRow[];
+  keys: readonly string[];
+  grouped: boolean;
+}) {
   const [baselineId, setBaselineId] = useState<string | null>(null);
   const [sort, setSort] = useState<RowSort | null>(null);
   if (rows.length === 0 || keys.length === 0) return null;
@@ -37,7 +45,7 @@ export function FinalTable({ rows, keys, grouped }: { rows: readonly FinalRow[];
   const arrow = (column: string | null) => (sort?.column === column ? (sort.descending ? " ▼" : " ▲") : "");
 
   return (
-    <section className="panel" data-testid="final-table">
+    <section className="panel compare-below" data-testid="final-table">
       <div className="section-head">
         <h2>Final values</h2>
         <label className="small">
@@ -112,4 +120,4 @@ export function FinalTable({ rows, keys, grouped }: { rows: readonly FinalRow[];
       </div>
     </section>
   );
-}
+});

@@ -7,14 +7,8 @@ import { queryKeys } from "../../api/queryKeys";
 import { isTerminal, WS_CLOSE_NOT_FOUND, type RunDetail, type WsMessage } from "../../api/types";
 import { applyRunMessage, parseMessage, resyncRun, SeqTracker } from "../run/live";
 import { patchComparisons, resyncComparisons } from "./api";
-import { describeFeed, liveRuns, messageRun, runsSocketUrl, SLEEP_RESYNC_MS, type LiveRun } from "./feeds";
+import { describeFeed, flushIntervalMs, liveRuns, messageRun, runsSocketUrl, SLEEP_RESYNC_MS, type LiveRun } from "./feeds";
 
-/**
- * Live points are applied at most this often (ms), at an animation frame: each application
- * realigns every run of the keys that got points, and their charts are redrawn, a few a frame
- * (drawQueue), with every run's line.
- */
-export const FLUSH_INTERVAL_MS = 200;
 /** Past this many ms more without a frame (a hidden tab draws none) the points are applied anyway. */
 const FLUSH_FALLBACK_MS = 250;
 
@@ -23,9 +17,10 @@ const FLUSH_FALLBACK_MS = 250;
  * entries (status, keys) and every cached comparison showing it; a reconnect, a gap in a run's
  * seq or a new epoch refetches what may have been missed (that run's, or everything).
  *
- * Points are applied every run's together, at a frame at most every FLUSH_INTERVAL_MS: 100 runs
- * at a batch a second each would otherwise rebuild the comparison and redraw every chart 100
- * times a second.
+ * Points are applied every run's together, at an animation frame at most every
+ * flushIntervalMs(runs): 100 runs at a batch a second each would otherwise rebuild the comparison
+ * and redraw every chart 100 times a second. Each application realigns every run of the keys that
+ * got points, and their charts are redrawn, a few a frame (drawQueue), with every run's line.
  */
 const RunsFeed = memo(function RunsFeed({ runIds, running }: { runIds: readonly number[]; running: number }) {
   const queryClient = useQueryClient();
@@ -91,7 +86,7 @@ const RunsFeed = memo(function RunsFeed({ runIds, running }: { runIds: readonly 
         if (list) list.push(entry);
         else pending.current.set(runId, [entry]);
         if (!scheduled.current) {
-          const delay = Math.max(0, flushedAt.current + FLUSH_INTERVAL_MS - entry.at);
+          const delay = Math.max(0, flushedAt.current + flushIntervalMs(runIds.length) - entry.at);
           const next = { frame: 0, wait: 0, timer: window.setTimeout(flush, delay + FLUSH_FALLBACK_MS) };
           next.wait = window.setTimeout(() => (next.frame = requestAnimationFrame(flush)), delay);
           scheduled.current = next;

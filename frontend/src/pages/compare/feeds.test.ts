@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { describeFeed, liveRuns, MAX_LIVE_RUNS, messageRun, runsSocketUrl } from "./feeds";
+import { describeFeed, flushIntervalMs, liveRuns, MAX_LIVE_RUNS, messageRun, runsSocketUrl } from "./feeds";
 
 describe("the live feed", () => {
   it("follows only running runs, at most MAX_LIVE_RUNS", () => {
@@ -28,5 +28,13 @@ describe("the live feed", () => {
     expect(describeFeed("connecting", 1, 1).text).toBe("connecting the live feed of 1 run…");
     expect(describeFeed("refused", 1, 1)).toEqual({ text: "no live feed", tone: "refused" });
     expect(describeFeed("up", 100, 125).text).toBe("live: 100 running runs (the first 100 of 125 running runs)");
+  });
+
+  it("applies live points less often the more runs it follows, between 200 ms and a second", () => {
+    expect(flushIntervalMs(1)).toBe(200);
+    expect(flushIntervalMs(20)).toBe(200);
+    expect(flushIntervalMs(50)).toBe(500);
+    expect(flushIntervalMs(100)).toBe(1000);
+    expect(flushIntervalMs(MAX_LIVE_RUNS * 3)).toBe(1000);
   });
 });

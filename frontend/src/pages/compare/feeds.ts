@@ -5,6 +5,18 @@ import { plural } from "../../format";
 
 /** Runs one socket follows at most (the server's limit, controlplane.runs.consumers.MAX_LIVE_RUNS). */
 export const MAX_LIVE_RUNS = 100;
+/**
+ * How often (ms) live points are applied, at most, for a feed of `runs` runs. Each application
+ * realigns every run of the keys that got points and redraws their charts with every run's line,
+ * so its cost grows with the runs shown: 200 ms up to 20 runs, then 10 ms a run, up to a second
+ * at 100 (each run's own points still arrive within a second of being logged). At a batch a
+ * second from each of 100 runs, 5 applications a second kept the page's main thread busy half
+ * the time (benchmarks/compare_page.py).
+ */
+export function flushIntervalMs(runs: number): number {
+  return Math.min(1000, Math.max(200, runs * 10));
+}
+
 /** A tab hidden this long may have missed messages (timers and sockets sleep): ask again. */
 export const SLEEP_RESYNC_MS = 15_000;
 
