@@ -8,7 +8,8 @@ started (dataloader workers, torchrun's ranks) and nothing of the driver: on SIG
 the job: a cancel) the group gets SIGTERM, then SIGKILL after a grace shorter than Ray's own
 (RAY_JOB_STOP_WAIT_TIME_S, 3 s), which would otherwise kill the driver first and leave the group.
 
-A config that declares a metrics_dir or a checkpoint_dir gets watchers beside the command (a
+With a working directory, the command runs in a copy of its own (private_working_dir). A config
+that declares a metrics_dir or a checkpoint_dir gets watchers beside the command (a
 thread of the driver, watch.py): metric files stream into the run while it runs, checkpoints are
 registered as they are saved, and a final pass after the command exits reads what is left.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -36,6 +38,8 @@ from workers.recipes.command.watch import (
 
 # Between SIGTERM and SIGKILL to the command's process group.
 STOP_GRACE_S = 1.5
+# Inside Ray's unpacked working directory: each attempt's own copy of it (private_working_dir).
+PRIVATE_DIRS = ".barrel-attempts"
 
 
 class CommandError(RuntimeError):
@@ -110,6 +114,39 @@ def run_command(config: CommandConfig, *, environ: Mapping[str, str], cwd: str |
             child.wait()
 
 
+def private_working_dir(shared: Path, name: str) -> Path:
+    """The attempt's own copy of the working directory: its folders made anew, its files hard
+    links to Ray's unpacked copy (copied where a link cannot be made), under
+    `shared/.barrel-attempts/<name>/`.
+
+    Ray unpacks a working directory once per node and content, and every job of it runs there:
+    two runs of one directory at once (a sweep) would write into each other's `runs/` and `out/`,
+    and each one's watchers would take the other's files. In its own copy, what a command writes is
+    its own; the copy costs no room for its files, and goes when Ray removes its unpacked copy.
+    A file changed in place (rather than written anew) changes Ray's copy, as before."""
+    target = shared / PRIVATE_DIRS / name
+    if target.exists():  # an earlier try of the same attempt
+        shutil.rmtree(target)
+    for directory, dirs, files in os.walk(shared):
+        here = Path(directory)
+        into = target / here.relative_to(shared)
+        into.mkdir(parents=True, exist_ok=True)
+        if here == shared:
+            dirs[:] = [d for d in dirs if d != PRIVATE_DIRS]
+        for link in [d for d in dirs if (here / d).is_symlink()]:
+            dirs.remove(link)
+            (into / link).symlink_to(os.readlink(here / link))
+        for file in files:
+            if (here / file).is_symlink():
+                (into / file).symlink_to(os.readlink(here / file))
+                continue
+            try:
+                os.link(here / file, into / file)
+            except OSError:  # another file system, or links not allowed
+                shutil.copy2(here / file, into / file)
+    return target
+
+
 def report_code_version(config: CommandConfig, ctx: RunContext) -> None:
     """The environment record's code version is the working directory's (its git commit, or a
     hash of its .py files), not Barrel's own, which the entrypoint reported: the command is the
@@ -147,10 +184,13 @@ def start_watchers(config: CommandConfig, ctx: RunContext, cwd: Path) -> Watcher
 
 def run(config: CommandConfig, ctx: RunContext) -> None:
     report_code_version(config, ctx)
-    watchers = start_watchers(config, ctx, Path.cwd())
-    ctx.logger.info("running %s", shlex.join(config.command))
+    cwd = Path.cwd()
+    if config.working_dir is not None:
+        cwd = private_working_dir(cwd, f"run-{ctx.run_id}-{ctx.attempt or 'local'}")
+    watchers = start_watchers(config, ctx, cwd)
+    ctx.logger.info("running %s in %s", shlex.join(config.command), cwd)
     try:
-        returncode = run_command(config, environ=os.environ)
+        returncode = run_command(config, environ=os.environ, cwd=str(cwd))
     except BaseException:
         # Stopped (a cancel) or could not start: the records already complete still reach the run.
         if watchers is not None:

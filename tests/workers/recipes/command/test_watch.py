@@ -15,7 +15,7 @@ from tensorboardX import SummaryWriter
 from tensorboardX.proto.summary_pb2 import Summary
 
 from workers.recipes.command.config import CommandConfig
-from workers.recipes.command.run import CommandError, run
+from workers.recipes.command.run import CommandError, private_working_dir, run
 from workers.recipes.command.watch import CheckpointWatcher, MetricsWatcher, link_to_storage
 
 log = logging.getLogger("test.command.watch")
@@ -33,6 +33,9 @@ class Sink:
 
     def register_checkpoint(self, *, step: int, uri: str) -> None:
         self.checkpoints.append((step, uri))
+
+    def post_json(self, path: str, body: object, *, deadline_s: float = 60.0) -> None:
+        pass  # the working directory's code version
 
     def keys(self) -> Counter[tuple[str, int]]:
         return Counter((key, step) for key, step, _ in self.points)
@@ -291,13 +294,14 @@ class Ctx:
 
 
 def test_a_command_s_metrics_and_checkpoints_reach_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    work = tmp_path / "work"
+    work = tmp_path / "work"  # Ray's unpacked working directory
     work.mkdir()
     (work / "train.py").write_text(TRAINER)
     monkeypatch.chdir(work)
     monkeypatch.setenv("BARREL_CHECKPOINT_DIR", str(tmp_path / "elsewhere"))
     config = CommandConfig(
         command=[sys.executable, "train.py", "0"],
+        working_dir="sha256:" + "0" * 64,
         metrics_dir="runs",
         checkpoint_dir="out",
         checkpoint_storage=str(tmp_path / "ckpts"),
@@ -307,12 +311,40 @@ def test_a_command_s_metrics_and_checkpoints_reach_the_run(tmp_path: Path, monke
     assert ctx.reporter.keys() == Counter({("train/loss", s): 1 for s in range(8)})
     storage = tmp_path / "ckpts" / "run-41"
     assert sorted(ctx.reporter.checkpoints) == [(s, (storage / f"checkpoint-{s}").as_uri()) for s in (3, 7)]
-    assert os.path.islink(work / "out")
+    # It ran in the attempt's own copy of the working directory: Ray's copy is as it was.
+    own = work / ".barrel-attempts" / "run-41-local"
+    assert (
+        (own / "runs").is_dir()
+        and (own / "out").is_symlink()
+        and sorted(os.listdir(work))
+        == [
+            ".barrel-attempts",
+            "train.py",
+        ]
+    )
     # A failed command: what it wrote still arrives; its unfinished saves are not registered.
-    for folder in (work / "runs", storage):
-        for path in sorted(folder.rglob("*"), reverse=True):
-            path.rmdir() if path.is_dir() else path.unlink()
+    for path in sorted(storage.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
     failed = Ctx()
     with pytest.raises(CommandError, match="exited with code 2"):
         run(config.model_copy(update={"command": [sys.executable, "train.py", "2"]}), failed)  # type: ignore[arg-type]
     assert failed.reporter.keys() == Counter({("train/loss", s): 1 for s in range(8)})
+    assert failed.reporter.checkpoints == []
+
+
+def test_each_attempt_runs_in_its_own_copy_of_the_working_directory(tmp_path: Path) -> None:
+    shared = tmp_path / "ray-copy"
+    (shared / "pkg").mkdir(parents=True)
+    (shared / "train.py").write_text("print('hi')")
+    (shared / "pkg" / "mod.py").write_text("X = 1")
+    (shared / "data").symlink_to(tmp_path)
+    first = private_working_dir(shared, "run-1-a")
+    second = private_working_dir(shared, "run-2-b")
+    assert (first / "pkg" / "mod.py").read_text() == "X = 1"
+    assert (first / "train.py").stat().st_ino == (shared / "train.py").stat().st_ino  # a link, not a copy
+    assert os.readlink(first / "data") == str(tmp_path)
+    (first / "out").mkdir()
+    assert not (second / "out").exists() and not (shared / "out").exists()
+    assert not (second / ".barrel-attempts").exists()
+    again = private_working_dir(shared, "run-1-a")  # the same attempt tried again starts clean
+    assert not (again / "out").exists()
