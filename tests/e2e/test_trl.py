@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from tests.e2e.conftest import TERMINAL, Live
+from workers.code_version import source_hash
 
 pytestmark = pytest.mark.e2e
 
@@ -99,6 +101,10 @@ def test_a_trl_grpo_job_logs_through_trls_mlflow_callback_and_a_cancelled_one_st
     run = live.wait(run_id, TERMINAL, timeout=300)
     assert run["status"] == "SUCCEEDED", (run["failure_reason"], run["log_tail"])
     assert ray_job(live, run_id).status == JobStatus.SUCCEEDED
+    # The environment record: the TRL the job ran with, and the working directory's code.
+    attempt = run["attempts"][-1]
+    assert attempt["packages"].get("trl") == version("trl"), attempt["packages"]
+    assert attempt["code_version"] == source_hash(EXAMPLE)
     # Every step's metrics, under TRL's own names, at the trainer's global steps 1..STEPS.
     keys = metric_keys(live, run_id)
     assert TRL_KEYS <= keys.keys(), sorted(keys)
@@ -120,4 +126,4 @@ def test_a_trl_grpo_job_logs_through_trls_mlflow_callback_and_a_cancelled_one_st
         assert path.name == f"checkpoint-{ck['step']}", ck
         assert (path / "config.json").is_file() and (path / "model.safetensors").is_file(), ck
         assert json.loads((path / "trainer_state.json").read_text())["global_step"] == ck["step"]
-    print(f"TRL run and cancel done in {time.monotonic() - started:.1f} s")
+    print(f"TRL {version('trl')}: run and cancel done in {time.monotonic() - started:.1f} s")
