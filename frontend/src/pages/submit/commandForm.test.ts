@@ -126,6 +126,9 @@ describe("the command recipe's form", () => {
     expect(diffConfigs(source, same.config)).toEqual([]);
     expect(fieldStatus(field(command, "command"), drafts.command)).toBe("set");
 
+    // A run with no env and no pip: a clone keeps them empty, as they were.
+    const bare = { ...source, env: {}, pip: [] };
+    expect(diffConfigs(bare, buildConfig(command, draftsFrom(command, bare), bare).config)).toEqual([]);
     // Edited: the line goes as typed; the diff names what changed.
     const edited = buildConfig(
       command,

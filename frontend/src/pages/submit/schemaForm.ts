@@ -781,6 +781,9 @@ export function buildConfig(spec: FormSpec, drafts: Drafts, base: JsonObject, { 
         if (field.required && !field.hasDefault) errors[field.path] = REQUIRED;
         if (hasPath(base, field.path)) {
           if (field.hasDefault) setPath(config, field.path, cloneJson(field.default ?? null));
+          // No rows, no lines: empty (a clone's `pip: []` stays as it was), not the recipe's to fill.
+          else if (field.kind === "map") setPath(config, field.path, {});
+          else if (field.kind === "lines") setPath(config, field.path, []);
           else deletePath(config, field.path);
         }
         break;
