@@ -17,7 +17,9 @@
  *    400s are shown beside each (screenshot command-refused.png, 1280 px).
  * 4. Fixed (env rows LR and SECRET_SHA256, pip emptied): submitted, the run's page opens and the
  *    run succeeds there (screenshot command-run.png). Prints "RUN <id>".
- * 5. The settings again: E2E_SECRET deleted after confirming (screenshot secrets-deleted.png).
+ *    Clone with edits: the form holds its command line, env LR edited, the diff lists that one
+ *    change (screenshot command-clone.png); submitted. Prints "CLONE <id>".
+ * 5. The settings again: E2E_SECRET deleted after confirming (screenshot secrets-delete.png).
  * BARREL_PROJECT (default lab/byo-web) is the project, made if missing.
  */
 import { createHash } from "node:crypto";
@@ -163,6 +165,27 @@ async function main() {
     if (!said.includes("succeeded")) throw new CheckFailed(`run ${runId} reads ${JSON.stringify(said)} on its page`);
     if ((await page.content()).includes(secret)) throw new CheckFailed("the secret's value is on the run's page");
     await screenshot(page, "command-run.png");
+
+    // ---- 4b. cloned with an edit: the widgets hold the run's config, the diff names the edit
+    await (await shown(page, "clone-run", "the run's page has no Clone with edits")).click();
+    await page.waitForURL(/\/runs\/new\?from=\d+$/);
+    const line = await (await shown(page, "cfg-input-command", "the clone's form has no command line")).inputValue();
+    if (line !== "python train.py --name 'web run'") throw new CheckFailed(`the clone's command line reads ${JSON.stringify(line)}`);
+    await shown(page, "clone-diff-empty", "an unedited clone of a command run lists changes");
+    const first = await page.locator('[data-testid="cfg-input-env-name-0"]').inputValue();
+    if (first !== "LR") throw new CheckFailed(`the clone's first env row is ${JSON.stringify(first)}, not LR`);
+    await page.locator('[data-testid="cfg-input-env-value-0"]').fill("2e-6");
+    const diff = squash(await (await shown(page, "diff-env.LR", "the clone's diff does not name env.LR")).innerText());
+    log(`clone diff: ${diff}`);
+    const diffs = await page.locator('[data-testid="clone-diff"] li').count();
+    if (diffs !== 1) throw new CheckFailed(`the clone's diff lists ${diffs} changes, not 1`);
+    await screenshot(page, "command-clone.png");
+    await page.locator('[data-testid="submit"]').click();
+    await page.waitForURL(/\/runs\/\d+$/, { timeout: 15_000 }).catch(async () => {
+      const error = await page.locator('[data-testid="form-error"]').innerText().catch(() => "");
+      throw new CheckFailed(`no run page after submitting the clone (at ${page.url()}) ${squash(error)}`);
+    });
+    console.log(`CLONE ${new URL(page.url()).pathname.split("/").pop()}`);
 
     // ---- 5. the secret deleted, after saying so
     await (await shown(page, "nav-settings", "the top bar has no Team link")).click();

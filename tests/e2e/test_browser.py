@@ -343,6 +343,8 @@ def test_a_person_submits_a_command_run_with_a_zip_and_a_team_secret_from_the_br
     print(result.stdout[-3000:])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     [run_id] = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("RUN ")]
+    [clone_id] = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("CLONE ")]
+    clone = live.wait(clone_id, TERMINAL)
     with live.client() as client:
         run = client.get(f"/api/v1/runs/{run_id}").json()
         deadline = time.monotonic() + 10  # the last points may land just after the run ends
@@ -363,6 +365,10 @@ def test_a_person_submits_a_command_run_with_a_zip_and_a_team_secret_from_the_br
     assert keys["train/loss"]["count"] == 3, keys
     assert keys["check/secret_ok"]["last_value"] == 1.0, keys  # the secret reached the job
     assert secret not in json.dumps(run)
+    # The clone: the source's config with the one edit, run the same way.
+    assert clone["cloned_from"] == run_id and clone["status"] == "SUCCEEDED", clone
+    assert clone["config"] == {**config, "env": {**config["env"], "LR": "2e-6"}, "seed": clone["config"]["seed"]}
     assert "E2E_SECRET" not in left
-    for shot in ("secrets.png", "command-too-large.png", "command-refused.png", "command-form.png", "command-run.png"):
+    shots = ("secrets.png", "command-too-large.png", "command-refused.png", "command-form.png", "command-run.png")
+    for shot in (*shots, "command-clone.png", "secrets-delete.png"):
         assert (SHOTS / shot).exists(), shot
