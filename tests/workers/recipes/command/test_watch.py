@@ -41,6 +41,14 @@ class Sink:
         return Counter((key, step) for key, step, _ in self.points)
 
 
+def watching(root: Path, fmt: str) -> tuple[Sink, MetricsWatcher]:
+    """A started watcher of `root`, and what it sends."""
+    sink = Sink()
+    watcher = MetricsWatcher(root, fmt, sink, log)
+    watcher.start()
+    return sink, watcher
+
+
 def event_file(folder: Path, scalars: list[tuple[str, int, float]]) -> Path:
     writer = SummaryWriter(str(folder))
     for tag, step, value in scalars:
@@ -60,9 +68,7 @@ def poll_until(watcher: MetricsWatcher, sink: Sink, total: int) -> None:
 
 
 def test_a_growing_event_file_is_read_as_it_grows_and_each_record_once(tmp_path: Path) -> None:
-    sink = Sink()
-    watcher = MetricsWatcher(tmp_path / "runs", "tensorboard", sink, log)
-    watcher.start()
+    sink, watcher = watching(tmp_path / "runs", "tensorboard")
     assert watcher.poll() == 0  # the folder does not exist yet
     # tensorboardX writes from a thread that flushes every flush_secs: flush() alone may leave some behind.
     writer = SummaryWriter(str(tmp_path / "runs"), flush_secs=1)
@@ -88,9 +94,7 @@ def test_records_cut_anywhere_are_read_only_when_complete(tmp_path: Path) -> Non
     whole = event_file(tmp_path / "src", [("loss", s, float(s)) for s in range(6)]).read_bytes()
     target = tmp_path / "runs" / "events.out.tfevents.1.host"
     target.parent.mkdir()
-    sink = Sink()
-    watcher = MetricsWatcher(tmp_path / "runs", "auto", sink, log)
-    watcher.start()
+    sink, watcher = watching(tmp_path / "runs", "auto")
     with target.open("wb") as out:
         for i in range(0, len(whole), 7):
             out.write(whole[i : i + 7])
@@ -107,9 +111,7 @@ def test_a_jsonl_line_is_read_once_it_ends_and_the_final_pass_reads_a_last_line_
 ) -> None:
     log_file = tmp_path / "logs" / "metrics.jsonl"
     log_file.parent.mkdir()
-    sink = Sink()
-    watcher = MetricsWatcher(tmp_path / "logs", "jsonl", sink, log)
-    watcher.start()
+    sink, watcher = watching(tmp_path / "logs", "jsonl")
     with log_file.open("w") as out:
         out.write('{"step": 0, "loss": 1.5, "data_note": "x"}\n{"step": 1, "lo')
         out.flush()
@@ -134,9 +136,7 @@ def test_a_corrupt_file_is_reported_and_read_no_further_while_others_go_on(
     corrupt[-3] ^= 0xFF  # the last record's data checksum no longer matches
     runs = tmp_path / "runs"
     runs.mkdir()
-    sink = Sink()
-    watcher = MetricsWatcher(runs, "auto", sink, log)
-    watcher.start()
+    sink, watcher = watching(runs, "auto")
     good = runs / "a" / "events.out.tfevents.1.host"
     bad = runs / "b" / "events.out.tfevents.2.host"
     for path in (good, bad):
@@ -173,9 +173,7 @@ def test_files_already_there_are_read_only_from_where_they_ended(tmp_path: Path)
     log_file = tmp_path / "logs" / "m.jsonl"
     log_file.parent.mkdir()
     log_file.write_text('{"step": 0, "loss": 9}\n')  # an earlier job's, in the same working directory
-    sink = Sink()
-    watcher = MetricsWatcher(tmp_path / "logs", "auto", sink, log)
-    watcher.start()
+    sink, watcher = watching(tmp_path / "logs", "auto")
     with log_file.open("a") as out:
         out.write('{"step": 1, "loss": 1}\n')
     watcher.poll(final=True)
