@@ -54,25 +54,31 @@ export function buildQuery(query: Query | undefined): string {
 
 /** Turn an error response into an ApiError, whatever its body looks like. */
 export async function errorFromResponse(response: Response): Promise<ApiError> {
-  let body: Partial<ApiErrorBody> & { detail?: unknown } = {};
+  let body: unknown = {};
   try {
-    body = (await response.json()) as typeof body;
+    body = await response.json();
   } catch {
     // Not JSON (a proxy error page, say): fall back to the status line.
   }
+  return errorFromBody(response.status, response.statusText, body);
+}
+
+/** The ApiError of an answer's status and parsed body (an XMLHttpRequest's too). */
+export function errorFromBody(status: number, statusText: string, parsed: unknown): ApiError {
+  const body = (parsed && typeof parsed === "object" ? parsed : {}) as Partial<ApiErrorBody> & { detail?: unknown };
   const message =
     (typeof body.message === "string" && body.message) ||
     (typeof body.detail === "string" && body.detail) ||
-    `${response.status} ${response.statusText || "request failed"}`.trim();
-  const code = typeof body.error === "string" ? body.error : `http_${response.status}`;
+    `${status} ${statusText || "request failed"}`.trim();
+  const code = typeof body.error === "string" ? body.error : `http_${status}`;
   const fields = body.fields && typeof body.fields === "object" ? body.fields : {};
-  return new ApiError(response.status, code, message, fields);
+  return new ApiError(status, code, message, fields);
 }
 
 let csrfPriming: Promise<void> | null = null;
 
 /** GET /session sets the csrftoken cookie; do it once if an unsafe call finds none. */
-async function ensureCsrfCookie(): Promise<void> {
+export async function ensureCsrfCookie(): Promise<void> {
   if (readCookie("csrftoken")) return;
   csrfPriming ??= fetch(`${API_BASE}/session`, { credentials: "same-origin" })
     .then(() => undefined)
