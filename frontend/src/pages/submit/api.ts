@@ -5,7 +5,15 @@
  */
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 
-import { API_BASE, ApiError, apiRequest, errorFromResponse, readCookie } from "../../api/client";
+import {
+  API_BASE,
+  ApiError,
+  apiRequest,
+  ensureCsrfCookie,
+  errorFromBody,
+  errorFromResponse,
+  readCookie,
+} from "../../api/client";
 import { queryKeys } from "../../api/queryKeys";
 import type { components } from "../../api/schema.gen";
 import type { Json, JsonObject } from "./schemaForm";
@@ -181,21 +189,15 @@ export interface UploadProgress {
   total: number;
 }
 
-/** The ApiError an XMLHttpRequest's answer carries, read as errorFromResponse reads a fetch's. */
+/** The ApiError an XMLHttpRequest's answer carries. */
 function xhrError(xhr: XMLHttpRequest): ApiError {
-  let body: { error?: unknown; message?: unknown; detail?: unknown; fields?: unknown } = {};
+  let body: unknown = {};
   try {
-    body = JSON.parse(xhr.responseText) as typeof body;
+    body = JSON.parse(xhr.responseText);
   } catch {
     // Not JSON (a proxy's page): the status line says it.
   }
-  const message =
-    (typeof body.message === "string" && body.message) ||
-    (typeof body.detail === "string" && body.detail) ||
-    `${xhr.status} ${xhr.statusText || "request failed"}`.trim();
-  const code = typeof body.error === "string" ? body.error : `http_${xhr.status}`;
-  const fields = body.fields && typeof body.fields === "object" ? (body.fields as Record<string, string[]>) : {};
-  return new ApiError(xhr.status, code, message, fields);
+  return errorFromBody(xhr.status, xhr.statusText, body);
 }
 
 /**
@@ -209,9 +211,7 @@ export async function uploadWorkingDir(
   onProgress: (progress: UploadProgress) => void,
   signal?: AbortSignal,
 ): Promise<WorkingDir> {
-  if (!readCookie("csrftoken")) {
-    await fetch(`${API_BASE}/session`, { credentials: "same-origin" }).catch(() => undefined);
-  }
+  await ensureCsrfCookie().catch(() => undefined);
   return new Promise<WorkingDir>((resolve, reject) => {
     const xhr = new XMLHttpRequest();
     xhr.open("POST", `${API_BASE}/teams/${teamId}/working-dirs`);
