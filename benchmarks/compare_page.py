@@ -43,6 +43,12 @@ run the page holds. Then, in this order:
    newest posted step reached the page (the final-values table, fed from the same cache as
    the charts).
 
+With --baseline-dist DIR (a dashboard build of another commit, say the one before a change:
+`git worktree add /tmp/base <commit> && cd /tmp/base/frontend && ln -s /work/main/frontend/node_modules
+&& npx vite build`), a second web server of the same stack serves that build, and 3 and 4 run for
+each build in turn, `--rounds` times, alternating which goes first (the machine is shared and
+noisy): same database, same live batches, same browser. The last lines put the two side by side.
+
 With --profile, one more load and the live window run under Chromium's sampling profiler, and
 their time per function and source file (through frontend/dist's source map) is printed; the
 live figures of such a run are the profiler's, not the page's.
@@ -73,6 +79,7 @@ import httpx
 import orjson
 
 from benchmarks.common import Place, add_place_options, bench_stack, median, new_run, pct, token
+from controlplane.devstack import http_ok, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).with_suffix(".mjs")
@@ -404,12 +411,15 @@ def compare_path(runs: list[int], keys: list[str]) -> str:
     return f"/compare?runs={','.join(map(str, runs))}&keys={','.join(quote(k, safe='/') for k in keys)}"
 
 
-def drive_page(stack: Any, tok: str, runs: list[int], keys: list[str], args: argparse.Namespace) -> dict[str, Any]:
-    """Run the browser driver; when it says the live window is open, post the batches, then tell
-    it the window is over and the last step posted. Its log goes to stderr."""
+def drive_page(
+    url: str, tok: str, runs: list[int], keys: list[str], args: argparse.Namespace, first_step: int
+) -> dict[str, Any]:
+    """Run the browser driver against the web server at `url`; when it says the live window is
+    open, post the batches from `first_step` on, then tell it the window is over and the last step
+    posted. Its log goes to stderr."""
     env = {
         **os.environ,
-        "BARREL_URL": stack.url,
+        "BARREL_URL": url,
         "BARREL_USER": "bench",
         "BARREL_PASSWORD": "bench-password",
         "BENCH_PATH": compare_path(runs, keys),
@@ -429,8 +439,8 @@ def drive_page(stack: Any, tok: str, runs: list[int], keys: list[str], args: arg
             if text.startswith("BENCH "):
                 result.update(json.loads(text[6:]))
             elif text == "LIVE_START":
-                result["live_posts"] = asyncio.run(post_live(stack.url, tok, runs, args.steps, args.live_s))
-                node.stdin.write(f"LIVE_END {args.steps + args.live_s - 1}\n")
+                result["live_posts"] = asyncio.run(post_live(url, tok, runs, first_step, args.live_s))
+                node.stdin.write(f"LIVE_END {first_step + args.live_s - 1}\n")
                 node.stdin.flush()
             else:
                 print(text, file=sys.stderr, flush=True)
@@ -451,7 +461,12 @@ def spread(values: list[float], unit: str = "ms", scale: float = 1.0) -> str:
 
 
 def report_page(
-    result: dict[str, Any], bodies: list[dict[str, Any]], runs: int, keys: int, args: argparse.Namespace
+    result: dict[str, Any],
+    bodies: list[dict[str, Any]],
+    runs: int,
+    keys: int,
+    args: argparse.Namespace,
+    first_step: int,
 ) -> None:
     loads = result["loads"]
     print(f"\n### first complete render: {len(loads)} fresh tabs of /compare?runs=<{runs}>&keys=<{keys}> "
@@ -502,7 +517,7 @@ def report_page(
     last = posts["last"]
     seen = {int(k): v for k, v in live["steps_seen"].items()}
     newest = sum(1 for run_id, step in last.items() if seen.get(run_id) == step)
-    moved = sum(1 for run_id in last if (seen.get(run_id) or -1) >= args.steps)
+    moved = sum(1 for run_id in last if (seen.get(run_id) or -1) >= first_step)
     print(f"  newest posted step in the page ({live['settle_ms'] / 1000:.1f} s after the last batch; final-values "
           f"table, {STEP_KEY}): {newest} of {len(last)} runs; {moved} runs got any live point")  # fmt: skip
     print(f"  JS heap at the end: {live['heap_before'] / 1e6:,.0f} MB before GC, "
@@ -526,6 +541,41 @@ def print_profile(what: str, profile: dict[str, Any]) -> None:
             print(f"      {t:>7,} ms  {t / max(1, busy) * 100:5.1f} %  {name}")
 
 
+def start_baseline_web(stack: Any, dist: Path) -> str:
+    """A second web server of the stack (same database, Redis and channel layer) serving the
+    dashboard build in `dist`; stopped with the stack. Its URL."""
+    if not (dist / "index.html").exists():
+        raise SystemExit(f"--baseline-dist {dist}: no index.html there (build it with vite first)")
+    port = stack.ports.take()
+    args = stack.service_args("web")
+    args[args.index("--port") + 1] = str(port)
+    stack.extra_env["BARREL_FRONTEND_DIST"] = str(dist.resolve())
+    try:
+        proc = stack._spawn("web-baseline", args)  # the stack stops it with its own
+    finally:
+        del stack.extra_env["BARREL_FRONTEND_DIST"]
+    url = f"http://127.0.0.1:{port}"
+    wait_for("the baseline's web server", lambda: http_ok(f"{url}/healthz"), 60, proc, stack.logs / "web-baseline.log")
+    return url
+
+
+def side_by_side(results: dict[str, list[dict[str, Any]]]) -> None:
+    """Each build's figures over all its rounds: renders, and the live windows' frames pooled."""
+    print("\n### side by side, every round of each build (medians; frames of all its live windows pooled)")
+    for name, runs in results.items():
+        renders = [x["rendered"] for r in runs for x in r["loads"]]
+        frames = [f for r in runs if r.get("live") for f in r["live"]["frames"]]
+        busy = [sum(r["live"]["long_tasks"]) / r["live"]["window_ms"] for r in runs if r.get("live")]
+        live = (
+            f"frame p50 {median(frames):.1f} ms, p95 {pct(frames, 0.95):.1f} ms, over 50 ms "
+            f"{sum(f > 50 for f in frames) / len(frames):.1%} of {len(frames):,}; long tasks "
+            f"{median(busy):.0%} of the window"
+            if frames
+            else "no live window"
+        )
+        print(f"  {name:>10}: first render {median(renders):,.0f} ms (n={len(renders)}); {live}")
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -541,6 +591,13 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="one more page load, and the live window, under the CDP sampling profiler: where "
                         "the page's time goes, per function and source file")  # fmt: skip
+    parser.add_argument(
+        "--baseline-dist",
+        type=Path,
+        default=None,
+        help="a dashboard build (a vite dist folder) measured beside frontend/dist, round by round",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="page loads and live windows of each build, in turn")
     parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)  # inside the stack's environment
     parser.add_argument("--seed-runs", default="", help=argparse.SUPPRESS)
     add_place_options(parser)
@@ -577,8 +634,21 @@ def main() -> None:
         bench_run_reads(stack.url, tok, runs, args)
         bodies = bench_reads(stack.url, tok, runs, keys, args)
         print(f"\nload average before the browser: {load()}", flush=True)
-        result = drive_page(stack, tok, runs, keys, args)
-        report_page(result, bodies, len(runs), len(keys), args)
+        builds = [("this build", stack.url)]
+        if args.baseline_dist is not None:
+            builds.append(("baseline", start_baseline_web(stack, args.baseline_dist)))
+        results: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in builds}
+        step = args.steps
+        for round_ in range(args.rounds):
+            for name, url in builds if round_ % 2 == 0 else builds[::-1]:
+                if len(builds) > 1 or args.rounds > 1:
+                    print(f"\n## {name}, round {round_ + 1} of {args.rounds} (load average {load()})", flush=True)
+                result = drive_page(url, tok, runs, keys, args, step)
+                report_page(result, bodies, len(runs), len(keys), args, step)
+                results[name].append(result)
+                step += args.live_s
+        if len(builds) > 1 or args.rounds > 1:
+            side_by_side(results)
     finally:
         stack.stop()
         print(f"\nload average at end: {load()}")
