@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -346,3 +348,68 @@ def test_each_attempt_runs_in_its_own_copy_of_the_working_directory(tmp_path: Pa
     assert not (second / ".barrel-attempts").exists()
     again = private_working_dir(shared, "run-1-a")  # the same attempt tried again starts clean
     assert not (again / "out").exists()
+
+
+STOPPED_TRAINER = """\
+import json, os, time
+os.makedirs("logs")
+with open("logs/m.jsonl", "w") as out:
+    for step in range(3):
+        out.write(json.dumps({"step": step, "loss": step}) + "\\n")
+    out.flush()
+    for name, done in (("checkpoint-1", True), ("checkpoint-2", False)):
+        os.makedirs(f"out/{name}")
+        json.dump({"model_type": "gpt2"}, open(f"out/{name}/config.json", "w"))
+        open(f"out/{name}/model.safetensors", "wb").write(b"0" * 64)
+        if done:
+            json.dump({"global_step": 1}, open(f"out/{name}/trainer_state.json", "w"))
+    open("ready", "w").close()
+    out.write('{"step": 3, "loss": 3}')  # no newline yet when it is stopped
+    out.flush()
+    with open("out/checkpoint-2/model.safetensors", "ab") as weights:  # a save still being written
+        for _ in range(1200):
+            weights.write(b"0")
+            weights.flush()
+            time.sleep(0.05)
+"""
+
+
+class Stopped(Exception):
+    pass
+
+
+def test_a_stopped_command_s_records_still_reach_the_run_and_only_its_finished_saves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel: the driver's main thread is interrupted in the wait (the entrypoint raises
+    Terminated on SIGTERM; here on SIGUSR1), and the final pass runs before it propagates."""
+    (tmp_path / "train.py").write_text(STOPPED_TRAINER)
+    monkeypatch.chdir(tmp_path)
+    config = CommandConfig(
+        command=[sys.executable, "train.py"],
+        metrics_dir="logs",
+        checkpoint_dir="out",
+        checkpoint_storage=str(tmp_path / "ckpts"),
+    )
+
+    def interrupt_when_ready() -> None:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped
+
+    previous = signal.signal(signal.SIGUSR1, stop)
+    threading.Thread(target=interrupt_when_ready, daemon=True).start()
+    ctx = Ctx()
+    started = time.monotonic()
+    try:
+        with pytest.raises(Stopped):
+            run(config, ctx)  # type: ignore[arg-type]
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert time.monotonic() - started < 20
+    assert ctx.reporter.points == [("loss", s, float(s)) for s in range(4)]
+    assert [step for step, _ in ctx.reporter.checkpoints] == [1]
