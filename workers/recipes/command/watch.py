@@ -364,7 +364,7 @@ class CheckpointWatcher:
                 del self._before[folder.name]
             model = model_folder(folder)
             if model is None:
-                if final:
+                if final and _LAST_NUMBER.search(folder.name):  # a save by its name (not out/runs/): say why not
                     self._tell(folder.name, f"{folder.name}/ holds no Hugging Face model (config.json and weights)")
                 continue
             step = checkpoint_step(folder, model)
