@@ -182,6 +182,23 @@ describe("a command run from the browser", () => {
     await waitFor(() => expect((screen.getByTestId("submit") as HTMLButtonElement).disabled).toBe(false));
   });
 
+  it("uploads a zip dropped on the field", async () => {
+    routes();
+    await commandForm();
+    await waitFor(() => expect(value("submit-project")).toBe("lab/arith"));
+    const file = new File([new Uint8Array(10)], "dropped.zip", { type: "application/zip" });
+    const field = screen.getByTestId("cfg-workdir-working_dir");
+    fireEvent.dragOver(field, { dataTransfer: { types: ["Files"], files: [file] } });
+    expect(field.className).toContain("wd-over");
+    fireEvent.drop(field, { dataTransfer: { types: ["Files"], files: [file] } });
+    await waitFor(() => expect(FakeXhr.last?.body).toBe(file));
+    FakeXhr.last?.answer(200, { ref: REF, size: 10, files: 1, created: false });
+    expect((await screen.findByTestId("cfg-upload-done-working_dir")).textContent).toBe(
+      "✓ dropped.zip uploaded to Lab: 1 file, 10 B (the team had it already).",
+    );
+    expect(value("cfg-input-working_dir")).toBe(REF);
+  });
+
   it("shows the server's refusal of the command line and of an env name beside each field", async () => {
     routes({
       "POST /api/v1/runs": () =>

@@ -42,6 +42,7 @@ export function uploadProblem(error: unknown): string {
 export function WorkingDirField(props: WorkingDirFieldProps) {
   const { id, path, draft, onDraft, team, onBusy } = props;
   const [upload, setUpload] = useState<Upload>({ state: "idle" });
+  const [over, setOver] = useState(false);
   const fileInput = useRef<HTMLInputElement>(null);
   const busy = upload.state === "uploading";
   useEffect(() => onBusy?.(busy), [busy, onBusy]);
@@ -77,7 +78,24 @@ export function WorkingDirField(props: WorkingDirFieldProps) {
       : 0;
 
   return (
-    <div className="wd-field" data-testid={`cfg-workdir-${path}`}>
+    <div
+      className={`wd-field${over ? " wd-over" : ""}`}
+      data-testid={`cfg-workdir-${path}`}
+      // A .zip dropped on the field uploads as one picked.
+      onDragOver={(event) => {
+        if (!team || busy || !event.dataTransfer.types.includes("Files")) return;
+        event.preventDefault();
+        setOver(true);
+      }}
+      onDragLeave={() => setOver(false)}
+      onDrop={(event) => {
+        setOver(false);
+        const file = event.dataTransfer.files[0];
+        if (!team || busy || !file) return;
+        event.preventDefault();
+        start(file);
+      }}
+    >
       <div className="wd-row">
         <input
           ref={fileInput}
@@ -143,7 +161,7 @@ export function WorkingDirField(props: WorkingDirFieldProps) {
       ) : null}
       {!team ? <p className="muted small">Choose the project first: the directory is uploaded to its team.</p> : null}
       <p className="muted small wd-how" data-testid={`cfg-workdir-how-${path}`}>
-        A .zip of the directory, its files at the top (the job runs in a copy of it; this page does not zip folders).
+        A .zip of the directory (picked, or dropped here), its files at the top (the job runs in a copy of it; this page does not zip folders).
         Make one with <code>cd my-trainer &amp;&amp; zip -r ../my-trainer.zip . -x &apos;.git/*&apos;</code>, or let{" "}
         <code>barrel submit --command … --working-dir .</code> zip and upload it, leaving out .git, caches and
         .gitignore&apos;d files.
