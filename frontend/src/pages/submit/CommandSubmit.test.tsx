@@ -117,8 +117,15 @@ describe("a command run from the browser", () => {
     type("cfg-input-env-name-0", "LR");
     type("cfg-input-env-value-0", "1e-6");
     fireEvent.click(screen.getByTestId("cfg-input-env-add"));
+    type("cfg-input-env-name-1", "HF_TOKEN");
+    type("cfg-input-env-value-1", "hf_abc");
+    // A credential in the config is warned of, with the way to the team's secrets.
+    const warning = screen.getByTestId("cfg-credential-env");
+    expect(warning.textContent).toContain("HF_TOKEN looks like a credential");
+    expect(within(warning).getByRole("link").getAttribute("href")).toBe("/teams/1/settings");
     type("cfg-input-env-name-1", "HF_HOME");
     type("cfg-input-env-value-1", "/tmp/hf");
+    expect(screen.queryByTestId("cfg-credential-env")).toBeNull();
     fireEvent.click(screen.getByTestId("cfg-input-env-add"));
     expect(screen.getAllByTestId("cfg-input-env-row")).toHaveLength(3);
     fireEvent.click(screen.getByTestId("cfg-input-env-remove-2"));

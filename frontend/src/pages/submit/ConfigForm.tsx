@@ -4,6 +4,7 @@
  * (the form's own checks, then the server's) beneath it.
  */
 import type { ReactNode } from "react";
+import { Link } from "react-router";
 
 import { FieldError } from "../evals/forms";
 import { KeyValueEditor } from "./KeyValueEditor";
@@ -27,6 +28,9 @@ import {
 import { shellSplit } from "./shlex";
 import { WorkingDirField } from "./WorkingDirField";
 import { plural } from "../../format";
+
+/** A variable name that says it holds a credential (HF_TOKEN, WANDB_API_KEY, DB_PASSWORD...). */
+const CREDENTIAL = /(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)/i;
 
 /** The select option that stands for JSON null. */
 const UNSET = "\u0000unset";
@@ -349,15 +353,27 @@ function FieldControl({
   }
 
   if (field.kind === "map") {
+    const rows = mapRows(draft);
+    const credentials = rows.filter(([name, item]) => item !== "" && CREDENTIAL.test(name)).map(([name]) => name.trim());
     return (
-      <KeyValueEditor
-        id={id}
-        rows={mapRows(draft)}
-        onRows={(rows) => onDraft(rows.length > 0 ? mapDraft(rows) : "")}
-        invalid={invalid}
-        helpId={helpId}
-        testId={common["data-testid"]}
-      />
+      <>
+        <KeyValueEditor
+          id={id}
+          rows={rows}
+          onRows={(next) => onDraft(next.length > 0 ? mapDraft(next) : "")}
+          invalid={invalid}
+          helpId={helpId}
+          testId={common["data-testid"]}
+        />
+        {credentials.length > 0 ? (
+          <p className="cfg-credential small" role="status" data-testid={`cfg-credential-${field.path}`}>
+            {credentials.join(", ")} {credentials.length === 1 ? "looks like a credential" : "look like credentials"}:
+            the config is shown to everyone who can read the run. Set {credentials.length === 1 ? "it" : "them"} as{" "}
+            {team ? <Link to={`/teams/${team.id}/settings`}>{team.name}&apos;s secrets</Link> : "the team's secrets"}{" "}
+            instead.
+          </p>
+        ) : null}
+      </>
     );
   }
 
