@@ -15,7 +15,7 @@
  *    its progress, its hash fills working_dir.
  * 3. A command line with an unclosed quote and a pip line that is no requirement: the server's
  *    400s are shown beside each (screenshot command-refused.png, 1280 px).
- * 4. Fixed (env rows LR and SECRET_SHA256, pip emptied): submitted, the run's page opens and the
+ * 4. Fixed (env rows LR and WANT_SHA256, pip emptied): submitted, the run's page opens and the
  *    run succeeds there (screenshot command-run.png). Prints "RUN <id>".
  *    Clone with edits: the form holds its command line, env LR edited, the diff lists that one
  *    change (screenshot command-clone.png); submitted. Prints "CLONE <id>".
@@ -130,7 +130,7 @@ async function main() {
     await page.locator('[data-testid="cfg-input-env-name-0"]').fill("LR");
     await page.locator('[data-testid="cfg-input-env-value-0"]').fill("1e-6");
     await page.locator('[data-testid="cfg-input-env-add"]').click();
-    await page.locator('[data-testid="cfg-input-env-name-1"]').fill("SECRET_SHA256");
+    await page.locator('[data-testid="cfg-input-env-name-1"]').fill("WANT_SHA256");
     await page.locator('[data-testid="cfg-input-env-value-1"]').fill(createHash("sha256").update(secret).digest("hex"));
     await page.locator('[data-testid="submit"]').click();
     const commandError = squash(await (await shown(page, "cfg-server-error-command", "the server's refusal of the command line is not beside it")).innerText());

@@ -302,7 +302,7 @@ def test_a_person_sees_why_a_queued_run_waits_and_when_it_should_start(live: Liv
 TRAINER = """\
 import hashlib, json, os, sys, urllib.request
 steps = int(open("steps.txt").read())
-ok = hashlib.sha256(os.environ.get("E2E_SECRET", "").encode()).hexdigest() == os.environ["SECRET_SHA256"]
+ok = hashlib.sha256(os.environ.get("E2E_SECRET", "").encode()).hexdigest() == os.environ["WANT_SHA256"]
 metrics = [{"key": "train/loss", "value": 1.0 / (s + 1), "timestamp": 0, "step": s} for s in range(steps)]
 metrics.append({"key": "check/secret_ok", "value": float(ok), "timestamp": 0, "step": 0})
 request = urllib.request.Request(
@@ -359,7 +359,7 @@ def test_a_person_submits_a_command_run_with_a_zip_and_a_team_secret_from_the_br
     # What the form sent, as the server split and stored it.
     config = run["config"]
     assert config["command"] == ["python", "train.py", "--name", "web run"]
-    assert config["env"] == {"LR": "1e-6", "SECRET_SHA256": hashlib.sha256(secret.encode()).hexdigest()}
+    assert config["env"] == {"LR": "1e-6", "WANT_SHA256": hashlib.sha256(secret.encode()).hexdigest()}
     assert config["pip"] == []
     assert config["working_dir"] == "sha256:" + hashlib.sha256(zipped.read_bytes()).hexdigest()
     assert keys["train/loss"]["count"] == 3, keys
