@@ -15,16 +15,20 @@ programs are Python):
 - the two again without the pids cgroup (processes capped by RLIMIT_NPROC of the unprivileged uid
   instead), where a pids cgroup is in use: joining a cgroup v1 costs the launch an RCU grace period;
 - warm pool (Python only): `workers.sandbox.warm.WarmPool` at `--pool-size`, default limits: a
-  ready bubblewrap sandbox whose Python supervisor is already up takes the program.
+  ready bubblewrap sandbox whose Python supervisor is already up takes the program;
+- reuse pool: the same in its reuse mode (`WarmPool(reuse=True)`, `--max-uses`): one sandbox
+  serves many executions, each a fresh child of its supervisor (any program: `true` is exec'd,
+  Python runs in a fork of the supervisor's interpreter), reset between them in the background.
 
 Printed: cold start, from launch to exit of the trivial program, p50 and p99 over `--rounds`
 rounds per arm, the arms alternating round by round so all see the same machine load (for the warm
-pool this is acquire + run + teardown; its acquire alone, `start_ms`, is printed too); executions
+pool this is acquire + run + teardown, for the reuse pool acquire + run, its reset overlapping the
+next execution; their acquire alone, `start_ms`, is printed too); executions
 per second of each program with 1 and `--workers` threads launching back to back for `--seconds`
 (the arms one after the other, then again in reverse order; the medians of the two); the resident
 memory (RSS, and PSS, which shares shared pages out) of one cold sandbox while its program sleeps
-(bwrap's monitor, the namespace's init and the program), and of the warm pool's ready sandboxes
-(per sandbox and for the pool at its default size).
+(bwrap's monitor, the namespace's init and the program), and of the warm and reuse pools' ready
+sandboxes (per sandbox and for the pool at its default size).
 Figures only; the issue's goals: warm acquire <= 5 ms p99, cold start <= 50 ms p50, >= 200 trivial
 executions/s on two cores.
 """
@@ -44,7 +48,7 @@ from pathlib import Path
 from benchmarks.common import median, pct
 from workers.sandbox.base import ExecResult, Outcome, Program
 from workers.sandbox.local import BWRAP, NOBODY, PYTHON, LocalSandbox
-from workers.sandbox.warm import WarmPool
+from workers.sandbox.warm import SUPERVISOR_UID, WarmPool
 
 TRUE = "/usr/bin/true"
 
@@ -143,6 +147,24 @@ def pool_memory(pool: WarmPool, root: str) -> tuple[int, int, int, int]:
     return sum(proc_kib(p) for p in pids), sum(proc_kib(p, "smaps_rollup", "Pss:") for p in pids), len(roots), len(pids)
 
 
+def reuse_memory(pool: WarmPool) -> tuple[int, int, int, int]:
+    """As pool_memory, for the reuse pool's ready sandboxes (found by their supervisors' host uid)."""
+    deadline = time.monotonic() + 20
+    while pool.stats()["ready"] < pool.size and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    mine = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == pool.supervisor_uid:
+                mine.append(int(entry.name))
+        except OSError:
+            continue
+    roots = [pid for pid in mine if not any(pid in _tree(o) and o != pid for o in mine)]
+    pids = {p for r in roots for p in _tree(r)}
+    return sum(proc_kib(p) for p in pids), sum(proc_kib(p, "smaps_rollup", "Pss:") for p in pids), len(roots), len(pids)
+
+
 def sandbox_rss(box: LocalSandbox) -> tuple[int, int]:
     """RSS in KiB of one sandbox's processes while its Python program sleeps, and how many."""
     marker = f"bench-rss-{uuid.uuid4().hex}"
@@ -176,6 +198,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each throughput pass")
     parser.add_argument("--workers", type=int, default=2, help="threads launching executions at once")
     parser.add_argument("--pool-size", type=int, default=4, help="the warm pool's size (its default: 4)")
+    parser.add_argument("--max-uses", type=int, default=100, help="the reuse pool's executions per sandbox")
     args = parser.parse_args()
 
     box = LocalSandbox()
@@ -186,14 +209,21 @@ def main() -> None:
     arms: dict[str, Arm] = {"subprocess": bare, "sandbox": boxed(box)}
     arms["sandbox, preexec_fn"] = boxed(LocalSandbox(exec_wrappers=False))
     if box.pids_cgroup is not None:
-        # RLIMIT_NPROC counts every process of the uid on the host: each arm a uid of its own.
-        arms["sandbox, no pids cgroup"] = boxed(LocalSandbox(pids_cgroup=False, uid=NOBODY - 1))
-        arms["  same, preexec_fn"] = boxed(LocalSandbox(pids_cgroup=False, exec_wrappers=False, uid=NOBODY - 2))
+        # RLIMIT_NPROC counts every process of the uid on the host: each arm a uid of its own (and
+        # none the reuse pool's supervisors run as).
+        uids = [uid for uid in range(NOBODY - 1, NOBODY - 10, -1) if uid != SUPERVISOR_UID][:2]
+        arms["sandbox, no pids cgroup"] = boxed(LocalSandbox(pids_cgroup=False, uid=uids[0]))
+        arms["  same, preexec_fn"] = boxed(LocalSandbox(pids_cgroup=False, exec_wrappers=False, uid=uids[1]))
     root = tempfile.mkdtemp(prefix="barrel-bench-warm-")
     Path(root).chmod(0o755)
     pool = WarmPool(size=args.pool_size, acquire_timeout_s=60, sandbox={"workdir_root": root})
     if pool.warm:
         arms["warm pool"] = boxed(pool)
+    reuse = WarmPool(size=args.pool_size, acquire_timeout_s=60, reuse=True, max_uses=args.max_uses)
+    if reuse.reuse:
+        arms["reuse pool"] = boxed(reuse)
+    else:
+        print(f"reuse pool: unavailable here ({reuse.reuse_unavailable})")
     programs = {"true": [TRUE], "python -c pass": [PYTHON, "-c", "pass"]}
     # The pool runs Python programs warm; anything else would be a cold execution.
     python_only = {"warm pool"}
@@ -202,7 +232,7 @@ def main() -> None:
         for name, argv in programs.items():
             here = {arm: fn for arm, fn in arms.items() if arm not in python_only or argv[0] == PYTHON}
             times: dict[str, list[float]] = {arm: [] for arm in here}
-            acquire: list[float] = []
+            acquire: dict[str, list[float]] = {}
             cold_failed: dict[str, int] = {}
             for fn in here.values():
                 try:
@@ -217,14 +247,14 @@ def main() -> None:
                         cold_failed[arm] = cold_failed.get(arm, 0) + 1
                         continue
                     times[arm].append(ms)
-                    if arm == "warm pool" and r is not None:
-                        acquire.append(r.start_ms)
+                    if arm in ("warm pool", "reuse pool") and r is not None:
+                        acquire.setdefault(arm, []).append(r.start_ms)
             print(f"\ncold start, launch to exit of `{name}` (ms, {args.rounds} rounds, alternating)")
             for arm, values in times.items():
                 failed = f"   ({cold_failed[arm]} failed)" if arm in cold_failed else ""
                 print(f"  {arm:<24} p50 {median(values):7.1f}   p99 {pct(values, 0.99):7.1f}{failed}")
-            if acquire:
-                print(f"  {'warm pool: acquire':<24} p50 {median(acquire):7.2f}   p99 {pct(acquire, 0.99):7.2f}")
+            for arm, values in acquire.items():
+                print(f"  {arm + ': start_ms':<24} p50 {median(values):7.2f}   p99 {pct(values, 0.99):7.2f}")
 
         for workers in sorted({1, args.workers}):
             for name, argv in programs.items():
@@ -251,7 +281,17 @@ def main() -> None:
                     f"per warm sandbox {rss / 1024 / n:.1f} MiB RSS, {pss / 1024 / n:.1f} MiB PSS"
                 )
             print(f"warm pool stats: {pool.stats()}")
+        if reuse.reuse:
+            rss, pss, n, procs = reuse_memory(reuse)
+            if n:
+                print(
+                    f"memory of the reuse pool ({n} ready of size {reuse.size}, {procs} processes): "
+                    f"{rss / 1024:.1f} MiB RSS, {pss / 1024:.1f} MiB PSS; "
+                    f"per sandbox {rss / 1024 / n:.1f} MiB RSS, {pss / 1024 / n:.1f} MiB PSS"
+                )
+            print(f"reuse pool stats: {reuse.stats()}")
     finally:
+        reuse.close()
         pool.close()
         shutil.rmtree(root, ignore_errors=True)
 

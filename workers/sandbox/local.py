@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import errno
 import functools
 import logging
 import os
@@ -40,6 +41,7 @@ import resource
 import selectors
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 import time
@@ -111,8 +113,10 @@ class Probe:
     netns_ok: bool
 
 
-def _bwrap_argv(bwrap: str, work: str, argv: list[str], extra: tuple[str, ...] = ()) -> list[str]:
-    """bwrap running argv with ``work`` as its writable cwd and HOME; everything else read-only."""
+def _bwrap_argv(bwrap: str, work: str | None, argv: list[str], extra: tuple[str, ...] = ()) -> list[str]:
+    """bwrap running argv with ``work`` as its writable cwd and HOME; everything else read-only.
+    Without ``work`` the work directory is an empty directory of the read-only root, for the
+    program to mount over (the warm pool's reuse mode, workers.sandbox.session)."""
     args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     args += ["--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
@@ -125,7 +129,8 @@ def _bwrap_argv(bwrap: str, work: str, argv: list[str], extra: tuple[str, ...] =
         args += ["--ro-bind-try", path, path]
     # A tmpfs of the sandbox's own, not the host's /tmp.
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108
-    args += ["--bind", work, WORKDIR, "--remount-ro", "/", "--chdir", WORKDIR]
+    args += ["--bind", work, WORKDIR] if work else ["--dir", WORKDIR]
+    args += ["--remount-ro", "/", "--chdir", WORKDIR]
     args += ["--setenv", "HOME", WORKDIR, "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
     args += ["--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "TMPDIR", "/tmp"]  # noqa: S108
     return [*args, *extra, "--", *argv]
@@ -141,6 +146,69 @@ def _drop_to(uid: int | None) -> Callable[[], None] | None:
         os.setresuid(uid, uid, uid)
 
     return drop
+
+
+@dataclass(frozen=True)
+class OwnUserNamespace:
+    """A sandbox's user namespace with two users, whose maps we write ourselves (as root, while
+    bwrap waits on ``--userns-block-fd``) instead of bwrap's one-user map: the namespace's root is
+    host uid ``root_uid`` (bwrap runs as it, and so does what bwrap starts), and its ``nobody``
+    (65534, the program's user as in every sandbox) is host uid ``program_uid``. A process of ours
+    as the namespace's root may then keep capabilities (``--cap-add``) that the program, another
+    user with none, cannot use against it: it cannot signal, ptrace, prlimit or renice it."""
+
+    root_uid: int
+    program_uid: int
+
+    def __post_init__(self) -> None:
+        if self.root_uid == self.program_uid:
+            raise ValueError(f"the namespace's root and its program need two host uids, not {self.root_uid} twice")
+
+    @property
+    def id_map(self) -> str:
+        return f"0 {self.root_uid} 1\n{NOBODY} {self.program_uid} 1\n"
+
+
+# seccomp (linux/filter.h, linux/seccomp.h, linux/audit.h): what reuse_seccomp() is built of.
+_BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_RET = 0x20, 0x15, 0x35, 0x06
+_SECCOMP_ALLOW, _SECCOMP_ERRNO = 0x7FFF0000, 0x00050000
+# Per machine: its audit arch, the system calls reuse_seccomp() refuses (keyrings: add_key,
+# request_key, keyctl; SysV IPC: shm*, sem*, msg*; POSIX message queues: mq_*), and the numbers
+# from which on every call is refused (x86_64's x32 ABI), or None.
+_REFUSED_IN_REUSE: dict[str, tuple[int, tuple[int, ...], int | None]] = {
+    "x86_64": (
+        0xC000003E,
+        (248, 249, 250, 29, 30, 31, 67, 64, 65, 66, 220, 68, 69, 70, 71, 240, 241, 242, 243, 244, 245),
+        0x40000000,
+    ),
+    "aarch64": (0xC00000B7, (217, 218, 219, *range(180, 198)), None),
+}
+
+
+def reuse_seccomp(machine: str | None = None) -> bytes | None:
+    """A seccomp filter (bwrap --seccomp's format: struct sock_filter[]) for a sandbox that serves
+    many executions: it refuses with ENOSYS the system calls whose objects the kernel keeps per
+    namespace rather than per process (keyrings, SysV IPC, POSIX message queues), which one
+    execution could otherwise leave for the next, and every call of an ABI other than the
+    machine's own (i386 on x86_64, AArch32 on aarch64, x32). None where we do not know the
+    machine's numbers. (Under Docker's default seccomp profile programs see no keyrings either.)"""
+    known = _REFUSED_IN_REUSE.get(machine or os.uname().machine)
+    if known is None:
+        return None
+    arch, refused, refuse_from = known
+    refuse = _SECCOMP_ERRNO | errno.ENOSYS
+    # (code, jump if true, jump if false, k): jumps count instructions to skip.
+    prog: list[tuple[int, int, int, int]] = [(_BPF_LD_ABS, 0, 0, 4)]  # seccomp_data.arch
+    tests = [(_BPF_JGE, refuse_from)] if refuse_from is not None else []
+    tests += [(_BPF_JEQ, n) for n in refused]
+    to_refuse = len(tests) + 2  # from the arch test: the nr load, the tests, the allow
+    prog.append((_BPF_JEQ, 0, to_refuse, arch))
+    prog.append((_BPF_LD_ABS, 0, 0, 0))  # seccomp_data.nr
+    for i, (op, k) in enumerate(tests):
+        prog.append((op, len(tests) - i, 0, k))  # to the refusal, past the remaining tests and the allow
+    prog.append((_BPF_RET, 0, 0, _SECCOMP_ALLOW))
+    prog.append((_BPF_RET, 0, 0, refuse))
+    return b"".join(struct.pack("=HBBI", *op) for op in prog)
 
 
 def _try(argv: list[str], preexec: Callable[[], None] | None, cwd: str) -> str:
@@ -548,10 +616,17 @@ class _Execution:
         work: str,
         cgroup: _Cgroup | None,
         bwrap_extra: tuple[str, ...] = (),
+        *,
+        userns: OwnUserNamespace | None = None,
+        seccomp: bytes | None = None,
     ) -> None:
         self.box, self.program, self.limits, self.work, self.cgroup = box, program, limits, work, cgroup
         # More bwrap options (the session pool's --as-pid-1), in the bubblewrap tier.
         self.bwrap_extra = bwrap_extra
+        # A user namespace of two users whose maps we write (bwrap runs as its root's host uid), and
+        # a seccomp filter for bwrap to load (the warm pool's reuse mode; bubblewrap tier only).
+        self.userns, self.seccomp = userns, seccomp
+        self._fds: dict[str, int] = {}
         self.tier = box.tier
         self.out = bytearray()
         self.err = bytearray()
@@ -572,10 +647,15 @@ class _Execution:
         extra: tuple[str, ...] = (*self.bwrap_extra, "--json-status-fd", str(status_fd))
         if block_fd is not None:
             extra += ("--block-fd", str(block_fd))
+        if "info" in self._fds:
+            extra += ("--unshare-user", "--info-fd", str(self._fds["info"]))
+            extra += ("--userns-block-fd", str(self._fds["userns"]))
+        if "seccomp" in self._fds:
+            extra += ("--seccomp", str(self._fds["seccomp"]))
         argv = _bwrap_argv(self.box.bwrap, self.work, argv, extra)
         if not self.wrapped:
             return argv
-        uid = self.box.program_uid()
+        uid = self._launch_uid()
         if uid is not None:
             argv = [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv]
         rlimits = self._rlimits()
@@ -585,7 +665,15 @@ class _Execution:
         return argv
 
     def _rlimits(self) -> list[tuple[int, tuple[int, int]]]:
-        return self.box.rlimits(self.limits, in_cgroup=self.cgroup is not None)
+        # In a user namespace of its own, bwrap's uid is not the program's: RLIMIT_NPROC (which
+        # counts a host uid's processes) is for the program's processes to set, not bwrap's.
+        return self.box.rlimits(self.limits, in_cgroup=self.cgroup is not None or self.userns is not None)
+
+    def _launch_uid(self) -> int | None:
+        """The host uid bwrap runs as: the user namespace's root where it has its own, else the program's."""
+        if self.userns is not None:
+            return self.userns.root_uid
+        return self.box.program_uid()
 
     def _env(self) -> dict[str, str]:
         if self.tier is Tier.BUBBLEWRAP:
@@ -609,7 +697,7 @@ class _Execution:
         ``--block-fd`` until the namespace's init (whose pid --json-status-fd gives) has been
         written into cgroup.procs, so nothing of the program runs outside it."""
         box = self.box
-        uid = box.program_uid()
+        uid = self._launch_uid()
         setup = None
         if not self.wrapped:
             setup = _child_setup(
@@ -623,6 +711,19 @@ class _Execution:
         if self.wrapped and self.cgroup is not None:
             block_r, block_w = os.pipe()
         fds = (status_w, *pass_fds) if block_r is None else (status_w, block_r, *pass_fds)
+        # The launch's own fds: (bwrap's end, ours), ours None where we have none.
+        own: dict[str, tuple[int, int | None]] = {}
+        if self.userns is not None and self.tier is Tier.BUBBLEWRAP:
+            info_r, info_w = os.pipe()
+            userns_r, userns_w = os.pipe()
+            own["info"], own["userns"] = (info_w, info_r), (userns_r, userns_w)
+        if self.seccomp is not None and self.tier is Tier.BUBBLEWRAP:
+            seccomp_r, seccomp_w = os.pipe()
+            os.write(seccomp_w, self.seccomp)  # a few hundred bytes: the pipe holds them
+            os.close(seccomp_w)
+            own["seccomp"] = (seccomp_r, None)
+        self._fds = {name: theirs for name, (theirs, _) in own.items()}
+        fds += tuple(self._fds.values())
         stdin_file = None
         self.t0 = time.monotonic()
         try:
@@ -637,7 +738,7 @@ class _Execution:
                 stdin_arg = stdin_file
             self.proc = subprocess.Popen(
                 self._argv(status_w, block_r),
-                cwd=self.work,
+                cwd=self.work or "/",
                 env=self._env(),
                 stdin=stdin_arg,
                 stdout=subprocess.PIPE,
@@ -650,16 +751,40 @@ class _Execution:
             os.close(status_r)
             if block_w is not None:
                 os.close(block_w)
+            for _, ours in own.values():
+                if ours is not None:
+                    os.close(ours)
             return _failed(Outcome.START_FAILURE, f"launch: {e}", self.tier)
         finally:
             os.close(status_w)
             if block_r is not None:
                 os.close(block_r)
+            for theirs, _ in own.values():
+                os.close(theirs)
+            self._fds = {}
             if stdin_file is not None:
                 stdin_file.close()
         self.status_r = status_r
         if self.tier is not Tier.BUBBLEWRAP:
             self.started_at = time.monotonic()
+        if "info" in own:
+            info_ours, userns_ours = own["info"][1], own["userns"][1]
+            assert info_ours is not None and userns_ours is not None
+            try:
+                self._map_userns(info_ours, userns_ours)
+            except OSError as e:
+                # Nothing ran in the namespace (bwrap waits for its maps): end the sandbox and say so.
+                if block_w is not None:
+                    os.close(block_w)
+                self._kill(self.proc, Outcome.START_FAILURE)
+                ended = self.finish(self.t0, self.t0)
+                said = ended.stderr.strip()[-300:]
+                return _failed(
+                    Outcome.START_FAILURE, f"mapping the user namespace: {e}" + (f": {said}" if said else ""), self.tier
+                )
+            finally:
+                os.close(info_ours)
+                os.close(userns_ours)
         if block_w is not None:
             try:
                 self._join_cgroup()
@@ -672,6 +797,30 @@ class _Execution:
                 os.close(block_w)
             self.started_at = time.monotonic()
         return None
+
+    def _map_userns(self, info_r: int, userns_w: int) -> None:
+        """Write the user namespace's maps while bwrap waits on --userns-block-fd, then let it go on.
+        bwrap reports its child's pid on --info-fd (and closes it) before it waits."""
+        assert self.userns is not None
+        info = bytearray()
+        deadline = self.t0 + _SWEEP_S + self.limits.wall_s
+        with selectors.DefaultSelector() as sel:
+            sel.register(info_r, selectors.EVENT_READ)
+            while True:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    raise OSError("bwrap did not report its child in time")
+                if sel.select(wait):
+                    chunk = os.read(info_r, _CHUNK)
+                    if not chunk:
+                        break
+                    info += chunk
+        m = re.search(rb'"child-pid":\s*(\d+)', info)
+        if m is None:
+            raise OSError("bwrap exited before it made its child")
+        for name in ("uid_map", "gid_map"):
+            Path(f"/proc/{int(m.group(1))}/{name}").write_text(self.userns.id_map)
+        os.write(userns_w, b"1")
 
     def _join_cgroup(self) -> None:
         """Put the namespace's init into the execution's cgroup while bwrap holds it on --block-fd."""

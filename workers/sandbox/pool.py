@@ -5,7 +5,8 @@
   ``run(code, *, stdin, timeout_s, limits)`` and ``describe()`` (optionally ``stats()`` and
   ``close()``). ``kind="cold"`` is :class:`~workers.sandbox.local.LocalSandbox` (a fresh sandbox
   per execution); ``kind="warm"`` is ``workers.sandbox.warm.WarmPool`` (pre-started sandboxes),
-  imported only when asked for.
+  imported only when asked for; ``kind="reuse"`` is that pool in its reuse mode (a sandbox serves
+  up to ``max_uses`` executions, reset to a fresh one's state between them).
 - :class:`SandboxPool` is the client a reward worker holds; it implements the ``Sandbox``
   protocol of :mod:`workers.sandbox.base`, so reward functions call ``ctx.sandbox.run(...)`` or
   ``.execute(...)``. It sends each execution to the worker with the fewest in flight; bounds the
@@ -36,7 +37,7 @@ from workers.sandbox.base import ExecResult, Limits, Outcome, Program
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["cold", "warm"]
+Kind = Literal["cold", "warm", "reuse"]
 # How long past the wall-clock limit a worker may take to answer before it counts as hung.
 ANSWER_MARGIN_S = 30.0
 
@@ -48,19 +49,20 @@ class Executor(Protocol):
 
 
 def make_executor(kind: Kind, limits: Limits | None, options: Mapping[str, Any]) -> Executor:
-    """The executor a worker holds: ``cold`` a LocalSandbox, ``warm`` a WarmPool (when it exists)."""
+    """The executor a worker holds: ``cold`` a LocalSandbox, ``warm`` a WarmPool (when it exists),
+    ``reuse`` a WarmPool in its reuse mode (``max_uses`` among the options)."""
     if kind == "cold":
         from workers.sandbox.local import LocalSandbox
 
         return LocalSandbox(limits, **options)
-    if kind == "warm":
+    if kind in ("warm", "reuse"):
         try:
             warm: Any = importlib.import_module("workers.sandbox.warm")
         except ImportError as e:
-            raise ValueError(f"sandbox kind 'warm' needs workers.sandbox.warm.WarmPool: {e}") from e
-        executor: Executor = warm.WarmPool(limits, **options)
+            raise ValueError(f"sandbox kind {kind!r} needs workers.sandbox.warm.WarmPool: {e}") from e
+        executor: Executor = warm.WarmPool(limits, **options, **({"reuse": True} if kind == "reuse" else {}))
         return executor
-    raise ValueError(f"unknown sandbox kind {kind!r}; known: cold, warm")
+    raise ValueError(f"unknown sandbox kind {kind!r}; known: cold, warm, reuse")
 
 
 def fault(outcome: Outcome, reason: str, *, isolation: str = "") -> ExecResult:
@@ -267,7 +269,7 @@ class SandboxPool:
         if len(per_worker) != workers:
             raise ValueError(f"{len(per_worker)} executor option mappings for {workers} workers")
         self._options = [dict(o) for o in per_worker]
-        if kind == "warm":  # as many warm sandboxes as executions a worker takes at once
+        if kind in ("warm", "reuse"):  # as many warm sandboxes as executions a worker takes at once
             for o in self._options:
                 o.setdefault("size", slots_per_worker)
         self._cond = threading.Condition()

@@ -9,9 +9,11 @@ that interpreter with the program's argv, stdin and lowered rlimits.
 
 One execution per sandbox: after it the sandbox is torn down exactly as a cold execution is (every
 process ended, cgroup swept, work directory removed), and its slot starts a fresh one in the
-background (``recycled``). A ready sandbox that died is replaced (``replaced``). When every slot is
-busy, an execution waits up to ``acquire_timeout_s`` and then raises :class:`Saturated`: no
-unbounded queue (and at most ``max_waiters`` wait at once).
+background (``recycled``). In reuse mode (``reuse=True``, workers.sandbox.session's ``_Reusable``)
+a sandbox serves up to ``max_uses`` executions of any program instead, reset to a fresh sandbox's
+state between them, and is torn down after anything abnormal. A ready sandbox that died is replaced
+(``replaced``). When every slot is busy, an execution waits up to ``acquire_timeout_s`` and then
+raises :class:`Saturated`: no unbounded queue (and at most ``max_waiters`` wait at once).
 
 Supervision, limits and classification are LocalSandbox's own (``_Execution.finish``), with the
 wall clock counted from the hand-over; ``start_ms`` is the acquire time. Programs the supervisor
@@ -36,6 +38,7 @@ from typing import Any
 from workers.sandbox.base import ExecResult, Limits, Outcome, Program
 from workers.sandbox.local import (
     LocalSandbox,
+    OwnUserNamespace,
     Tier,
     _Cgroup,
     _Execution,
@@ -117,6 +120,9 @@ def not_in_process(argv: Sequence[str], python: str) -> str:
 
 # A ready sandbox's slot checks it is alive this often; acquire checks it too.
 HEALTH_EVERY_S = 0.25
+# Reuse mode: the host uid of a sandbox's supervisor (its user namespace's root), which must be no
+# program's; bwrap runs as it.
+SUPERVISOR_UID = 65533
 
 
 class Saturated(RuntimeError):
@@ -150,10 +156,17 @@ class _Warm:
         *,
         supervisor: str = SUPERVISOR,
         bwrap_extra: tuple[str, ...] = (),
+        supervisor_args: tuple[str, ...] = (),
+        workdir: bool = True,
+        userns: OwnUserNamespace | None = None,
+        seccomp: bytes | None = None,
     ) -> None:
         self.box, self.limits = box, limits
-        # The supervisor's source (run as `python -c supervisor <ready fd>`) and more bwrap options.
-        self.supervisor, self.bwrap_extra = supervisor, bwrap_extra
+        # The supervisor's source (run as `python -c supervisor <ready fd> *supervisor_args`) and
+        # more bwrap options; without ``workdir`` no host directory is bound at /sandbox (the
+        # supervisor mounts its own); the launch's user namespace and seccomp filter (_Execution).
+        self.supervisor, self.bwrap_extra, self.supervisor_args = supervisor, bwrap_extra, supervisor_args
+        self.workdir, self.userns, self.seccomp = workdir, userns, seccomp
         self.state = _State.STARTING
         self.work = ""
         self.cgroup: _Cgroup | None = None
@@ -168,16 +181,26 @@ class _Warm:
     def _start(self, timeout_s: float) -> None:
         box = self.box
         try:
-            self.work = box.make_workdir()
-            box._write_files(self.work, {})
+            if self.workdir:
+                self.work = box.make_workdir()
+                box._write_files(self.work, {})
             if box.pids_cgroup is not None:
                 self.cgroup = _Cgroup(box.pids_cgroup, box.cgroup_max_pids(self.limits))
         except OSError as e:
             raise _NoneStarted(f"preparing the sandbox: {e}") from e
         ready_r, ready_w = os.pipe()
         try:
-            program = Program([box.python, "-c", self.supervisor, str(ready_w)])
-            self.exe = _Execution(box, program, self.limits, self.work, self.cgroup, self.bwrap_extra)
+            program = Program([box.python, "-c", self.supervisor, str(ready_w), *self.supervisor_args])
+            self.exe = _Execution(
+                box,
+                program,
+                self.limits,
+                self.work,
+                self.cgroup,
+                self.bwrap_extra,
+                userns=self.userns,
+                seccomp=self.seccomp,
+            )
             failed = self.exe.launch(warm=True, pass_fds=(ready_w,))
             os.close(ready_w)
             ready_w = -1
@@ -269,9 +292,14 @@ class WarmPool:
         max_waiters: int | None = None,
         acquire_timeout_s: float = 5.0,
         start_timeout_s: float = 10.0,
+        reuse: bool = False,
+        max_uses: int = 100,
+        supervisor_uid: int = SUPERVISOR_UID,
     ) -> None:
         if size < 1:
             raise ValueError(f"size must be at least 1, not {size!r}")
+        if max_uses < 1:
+            raise ValueError(f"max_uses must be at least 1, not {max_uses!r}")
         if isinstance(sandbox, LocalSandbox):
             self.box = sandbox
         else:
@@ -281,6 +309,18 @@ class WarmPool:
         self.max_waiters = max_waiters if max_waiters is not None else 4 * size
         self.acquire_timeout_s = acquire_timeout_s
         self.start_timeout_s = start_timeout_s
+        # Reuse mode: a sandbox serves up to max_uses executions, reset in between (session.py).
+        self.max_uses, self.supervisor_uid = max_uses, supervisor_uid
+        self.reuse_unavailable = ""
+        if reuse:
+            from workers.sandbox.session import reuse_unavailable
+
+            self.reuse_unavailable = reuse_unavailable(self.box, supervisor_uid)
+            if self.reuse_unavailable:
+                log.warning(
+                    "SANDBOX REUSE unavailable, every warm sandbox serves one execution: %s", self.reuse_unavailable
+                )
+        self.reuse = reuse and not self.reuse_unavailable
         self.warm = self._warm_tier()
         self._pool_rlimits = dict(self.box.rlimits(self.limits, in_cgroup=self.box.pids_cgroup is not None))
         self._cond = threading.Condition()
@@ -289,6 +329,10 @@ class WarmPool:
         self._busy = self._waiting = 0
         self._started = self._recycled = self._replaced = self._cold = self._start_failures = 0
         self._start_error = ""
+        # Reuse mode: resets done, sandboxes torn down after max_uses or an abnormal end, resets
+        # that could not make a sandbox fresh (it was torn down), and the last one's reason.
+        self._reused = self._retired = self._abnormal = self._reset_failures = 0
+        self._reset_error = ""
         self._threads = [
             threading.Thread(target=self._slot, name=f"warm-sandbox-{i}", daemon=True)
             for i in range(size if self.warm else 0)
@@ -303,6 +347,10 @@ class WarmPool:
 
     def _new_sandbox(self) -> _Warm:
         """Start one sandbox for a slot (raises _NoneStarted)."""
+        if self.reuse:
+            from workers.sandbox.session import _Reusable
+
+            return _Reusable(self.box, self.limits, self.start_timeout_s, supervisor_uid=self.supervisor_uid)
         return _Warm(self.box, self.limits, self.start_timeout_s)
 
     def _slot(self) -> None:
@@ -333,11 +381,35 @@ class WarmPool:
                     w.state = _State.READY
                     self._ready.append(w)
                     self._cond.notify_all()
-            self._watch(w)
+            # Reuse mode: after an execution that ended normally, a reset makes the sandbox as a
+            # fresh one and it is ready again; a reset that cannot has it torn down.
+            while self._watch(w) and self._reset(w):
+                pass
             w.destroy()
 
-    def _watch(self, w: _Warm) -> None:
-        """Until the sandbox is used or dies (checked every HEALTH_EVERY_S) or the pool closes."""
+    def _reset(self, w: _Warm) -> bool:
+        """Reset a used sandbox (reuse mode) and make it ready again; False when it must go."""
+        why = w.reset()  # type: ignore[attr-defined]
+        if why:
+            # What an execution may do (use the network) and a reset cannot undo is routine.
+            routine = "used the network" in why or "outlived the execution" in why
+            log.log(logging.INFO if routine else logging.WARNING, "reused sandbox torn down, not reset: %s", why)
+        with self._cond:
+            if why:
+                self._reset_failures += 1
+                self._reset_error = why
+            if why or self._closed:
+                w.state = _State.DEAD
+                return False
+            self._reused += 1
+            w.state = _State.READY
+            self._ready.append(w)
+            self._cond.notify_all()
+            return True
+
+    def _watch(self, w: _Warm) -> bool:
+        """Until the sandbox is used or dies (checked every HEALTH_EVERY_S) or the pool closes;
+        True when it was used and may be reset for another execution (reuse mode)."""
         while True:
             with self._cond:
                 self._cond.wait_for(
@@ -349,10 +421,16 @@ class WarmPool:
                     w.state = _State.DEAD
                     self._replaced += not self._closed
                 if w.state is _State.DEAD:
-                    return
+                    return False
                 if w.state is _State.DONE:
+                    if self.reuse:
+                        fit = getattr(w, "fit", False)
+                        if fit and not self._closed and getattr(w, "uses", self.max_uses) < self.max_uses:
+                            return True
+                        self._retired += fit
+                        self._abnormal += not fit
                     self._recycled += 1
-                    return
+                    return False
 
     def _acquire(self) -> _Warm:
         deadline = time.monotonic() + self.acquire_timeout_s
@@ -396,7 +474,7 @@ class WarmPool:
         """Why this program cannot run warm ('' when it can)."""
         if not self.warm:
             return f"no warm sandboxes in the {self.box.tier} tier"
-        why = not_in_process(program.argv, self.box.python)
+        why = "" if self.reuse else not_in_process(program.argv, self.box.python)
         if why:
             return why
         asked = dict(self.box.rlimits(limits, in_cgroup=self.box.pids_cgroup is not None))
@@ -449,6 +527,12 @@ class WarmPool:
                 "cold": self._cold,
                 "start_failures": self._start_failures,
                 "last_start_error": self._start_error,
+                "reuse": self.reuse,
+                "reused": self._reused,
+                "retired": self._retired,
+                "abnormal": self._abnormal,
+                "reset_failures": self._reset_failures,
+                "last_reset_error": self._reset_error,
             }
 
     def describe(self) -> dict[str, Any]:
@@ -459,13 +543,27 @@ class WarmPool:
             "warm": self.warm,
             "acquire_timeout_s": self.acquire_timeout_s,
             "max_waiters": self.max_waiters,
-            "one_execution_per_sandbox": True,
+            "one_execution_per_sandbox": not self.reuse,
             "cold_fallback": (
-                f"programs other than [{self.box.python}, script, ...] or [{self.box.python}, -c, code, ...], "
+                "programs with rlimits above the pool's run in a cold LocalSandbox execution"
+                if self.reuse
+                else f"programs other than [{self.box.python}, script, ...] or [{self.box.python}, -c, code, ...], "
                 "or with rlimits above the pool's, run in a cold LocalSandbox execution"
                 if self.warm
                 else f"every program runs cold: no warm sandboxes in the {self.box.tier} tier"
             ),
+            "reuse": {
+                "enabled": self.reuse,
+                "unavailable": self.reuse_unavailable,
+                "max_uses": self.max_uses,
+                "supervisor_uid": self.supervisor_uid,
+                "program_user": "nobody, another user than its supervisor (the user namespace's root)",
+                "reset": "every process of the pid namespace but the supervisor killed; /sandbox, /tmp and "
+                "/dev/shm fresh tmpfs mounts; the pid counter set back; the sandbox torn down instead after an "
+                "execution that used the network or left SysV IPC objects, after timeout, memory_limit, "
+                "output_limit, start_failure or crash, and after max_uses executions",
+                "refused": "keyring, SysV IPC and POSIX message queue system calls (seccomp, ENOSYS)",
+            },
         }
         return d
 

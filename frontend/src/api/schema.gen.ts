@@ -3367,10 +3367,16 @@ export interface components {
         RecipeSandboxConfig: {
             /**
              * Kind
-             * @description cold: a fresh sandbox per execution; warm: pre-started sandboxes (workers.sandbox.warm).
+             * @description cold: a fresh sandbox per execution; warm: pre-started sandboxes (workers.sandbox.warm); reuse: pre-started sandboxes that serve up to max_uses executions each, reset in between.
              * @default cold
              */
             kind: components["schemas"]["RecipeSandboxConfigKindEnum"];
+            /**
+             * Max Uses
+             * @description kind reuse: executions per sandbox before it is replaced.
+             * @default 100
+             */
+            max_uses: number;
             /**
              * Workers
              * @description Sandbox worker actors per reward worker (they scale out to CPU nodes).
@@ -3398,7 +3404,7 @@ export interface components {
             limits?: components["schemas"]["RecipeSandboxLimitsConfig"];
         };
         /** @enum {string} */
-        RecipeSandboxConfigKindEnum: "cold" | "warm";
+        RecipeSandboxConfigKindEnum: "cold" | "warm" | "reuse";
         /** SandboxLimitsConfig */
         RecipeSandboxLimitsConfig: {
             /**

@@ -177,6 +177,37 @@ def test_a_warm_pool_is_one_option_away(on_ray: None):
         warm.close()
 
 
+@pytest.mark.e2e
+def test_reused_sandboxes_are_one_option_away(on_ray: None):
+    """kind reuse: the worker's WarmPool serves several executions per sandbox, max_uses among the
+    options (the GRPO recipe's sandbox.kind: reuse and sandbox.max_uses)."""
+    reused = pool(workers=1, kind="reuse", options={"max_uses": 5})
+    try:
+        results = [reused.run("import os; print(len(os.listdir('.')))") for _ in range(6)]
+        assert [r.stdout for r in results] == ["1\n"] * 6, results  # main.py only: each as fresh
+        described = reused.describe()
+        assert described["pool"]["kind"] == "reuse"
+        reuse = described["warm_pool"]["reuse"]
+        stats = ray.get(reused.handles[0].stats.remote())
+        if reuse["enabled"]:
+            assert reuse["max_uses"] == 5 and stats["reused"] >= 1, stats
+        else:  # not root here: one execution per sandbox, and the reason said
+            assert reuse["unavailable"] and stats["reused"] == 0
+    finally:
+        reused.close()
+
+
+def test_the_grpo_recipe_asks_for_reused_sandboxes_by_kind():
+    from workers.recipes.grpo.config import GRPOConfig
+    from workers.recipes.grpo.setup import sandbox_spec
+
+    code = {"task": {"name": "code"}}
+    assert GRPOConfig.model_validate(code).sandbox.kind == "cold"  # the default stays one sandbox per execution
+    spec = sandbox_spec(GRPOConfig.model_validate({**code, "sandbox": {"kind": "reuse", "max_uses": 50}})) or {}
+    assert (spec["kind"], spec["options"]) == ("reuse", {"max_uses": 50})
+    assert "options" not in (sandbox_spec(GRPOConfig.model_validate({**code, "sandbox": {"kind": "warm"}})) or {})
+
+
 # ---------------------------------------------------------------------- without Ray
 class FakeWorker:
     """A worker handle whose ``execute.remote`` answers at once (``ray.get`` is the identity here)."""

@@ -153,9 +153,13 @@ class SandboxLimitsConfig(_Section):
 class SandboxConfig(_Section):
     """Where tasks whose rewards run code (task.name: code) run it; unused by the other tasks."""
 
-    kind: Literal["cold", "warm"] = Field(
+    kind: Literal["cold", "warm", "reuse"] = Field(
         default="cold",
-        description="cold: a fresh sandbox per execution; warm: pre-started sandboxes (workers.sandbox.warm).",
+        description="cold: a fresh sandbox per execution; warm: pre-started sandboxes (workers.sandbox.warm); "
+        "reuse: pre-started sandboxes that serve up to max_uses executions each, reset in between.",
+    )
+    max_uses: int = Field(
+        default=100, ge=1, le=100_000, description="kind reuse: executions per sandbox before it is replaced."
     )
     workers: int = Field(
         default=2, ge=1, le=1024, description="Sandbox worker actors per reward worker (they scale out to CPU nodes)."

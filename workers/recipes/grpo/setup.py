@@ -95,6 +95,7 @@ def sandbox_spec(config: GRPOConfig, *, for_tools: bool = False) -> dict[str, An
         "kind": sandbox.kind,
         "slots_per_worker": sandbox.slots_per_worker,
         "acquire_timeout_s": sandbox.acquire_timeout_s,
+        **({"options": {"max_uses": sandbox.max_uses}} if sandbox.kind == "reuse" else {}),
         "limits": Limits(
             wall_s=limits.wall_s,
             cpu_s=limits.cpu_s,
