@@ -2297,6 +2297,8 @@ export interface components {
             series: components["schemas"]["MetricSeries"][];
             run: number;
         };
+        /** @enum {string} */
+        MetricsFormatEnum: "auto" | "tensorboard" | "jsonl";
         MetricsQueryInRequest: {
             /** @description Run ids (1..100 of them). */
             runs: number[];
@@ -3052,6 +3054,30 @@ export interface components {
              * @default true
              */
             reserve_in_entrypoint: boolean;
+            /**
+             * Metrics Dir
+             * @description A folder of the working directory (relative, such as 'runs') where the trainer writes TensorBoard event files or JSONL metric logs (OpenRLHF, slime, verl's file logger): a watcher beside the command streams their new records into the run while it runs, and reads what is left when it ends.
+             * @default null
+             */
+            metrics_dir: string | null;
+            /**
+             * Metrics Format
+             * @description What metrics_dir holds: 'tensorboard' (events.out.tfevents.* files), 'jsonl' (*.jsonl), or 'auto' (both).
+             * @default auto
+             */
+            metrics_format: components["schemas"]["MetricsFormatEnum"];
+            /**
+             * Checkpoint Dir
+             * @description A folder of the working directory (relative, such as 'out') where the trainer saves Hugging Face-format checkpoints (checkpoint-<step>/ with config.json and weights): each new one is registered with its step once written. The folder is made a link to the run's folder in checkpoint storage (<checkpoint_storage>/run-<id>/), so the checkpoints outlive the job.
+             * @default null
+             */
+            checkpoint_dir: string | null;
+            /**
+             * Checkpoint Storage
+             * @description An absolute folder, on storage every node and the evaluators see, under which the run's checkpoints are kept (run-<id>/). Default: the node's $BARREL_CHECKPOINT_DIR, else ~/.barrel/checkpoints.
+             * @default null
+             */
+            checkpoint_storage: string | null;
         };
         /**
          * @description * `chat` - chat
