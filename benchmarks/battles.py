@@ -2,12 +2,16 @@
 
     .venv/bin/python -m benchmarks.battles [--items 50] [--votes 20000] [--voters 20] [--prompts 200]
         [--bursts 10] [--gap-s 3] [--web-workers 1] [--modes prepared,prepared-view,reserved]
+        [--auth token|session]
         [--database-url ...]
 
 Stacks side by side (`--modes`, the first three by default; web server with `--web-workers` processes,
 Celery worker and beat; no Ray; each on a Redis server of its own, never REDIS_URL's), each with
 the same OPEN eval of `--items` candidates and `--votes` votes from `--voters` voters (written
 straight into its database, as benchmarks/ranking_live.py writes it), differing in their settings:
+
+Voters authenticate with an API token each (`--auth token`, a script's way) or as a browser does
+(`--auth session`: a session made by Django's login and the CSRF header the dashboard sends).
 
 - prepared: each voter's next battle is drawn by a Celery task while they read the one shown,
   which also writes the body battles/next returns into Redis; battles/next takes it and marks
@@ -64,6 +68,9 @@ def seed(items: int, votes: int, voters: int, prompts: int) -> dict[str, Any]:
     import django
 
     django.setup()
+    from django.conf import settings
+    from django.test import Client
+
     from benchmarks.ranking_live import build_eval
     from controlplane.evals.models import Serving, Vote
     from controlplane.evals.refresh import ranking_cached
@@ -78,7 +85,13 @@ def seed(items: int, votes: int, voters: int, prompts: int) -> dict[str, Any]:
         for b, v in Vote.objects.filter(battle__eval=evaluation).values_list("battle_id", "voter_id")
     )
     ranking_cached(evaluation, with_flagged=False)  # what the refresh task left after the last vote
-    return {"eval": evaluation.id, "tokens": [token_create(user=p, name="bench")[1] for p in people]}
+    sessions = []
+    for person in people:  # a browser's login each: a session in the database, as the login view makes it
+        browser = Client()
+        browser.force_login(person)
+        sessions.append(browser.cookies[settings.SESSION_COOKIE_NAME].value)
+    tokens = [token_create(user=p, name="bench")[1] for p in people]
+    return {"eval": evaluation.id, "tokens": tokens, "sessions": sessions}
 
 
 def seeded(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
@@ -149,6 +162,20 @@ def steady(url: str, eval_id: int, clients: list[httpx.Client], think_s: float, 
     return times
 
 
+CSRF = "b" * 32  # the CSRF cookie's secret; the dashboard sends it back in X-CSRFToken
+
+
+def voter_clients(world: dict[str, Any], auth: str) -> list[httpx.Client]:
+    """One client per voter: with their API token, or as their browser (session and CSRF cookies,
+    and the X-CSRFToken header the dashboard sends)."""
+    if auth == "token":
+        return [httpx.Client(headers={"Authorization": f"Bearer {t}"}, timeout=120) for t in world["tokens"]]
+    return [
+        httpx.Client(headers={"Cookie": f"sessionid={s}; csrftoken={CSRF}", "X-CSRFToken": CSRF}, timeout=120)
+        for s in world["sessions"]
+    ]
+
+
 def loadavg() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -170,6 +197,9 @@ def main() -> None:
     parser.add_argument("--think-s", type=float, default=3.0, help="a voter's mean reading time in the steady phase")
     parser.add_argument("--asks", type=int, default=5, help="asks per voter in the steady phase")
     parser.add_argument("--web-workers", type=int, default=1, help="web server processes of each stack")
+    parser.add_argument(
+        "--auth", choices=["token", "session"], default="token", help="voters by API token (scripts) or session"
+    )
     parser.add_argument(
         "--gap-s", type=float, default=3.0, help="seconds after each burst: the voters read before they all ask again"
     )
@@ -202,12 +232,9 @@ def main() -> None:
         print(
             f"## battles/next: {args.items} candidates, {args.prompts} prompts, {args.votes} votes; "
             f"{args.voters} voters asking at once, {args.bursts} bursts per stack, "
-            f"{args.web_workers} web process(es) each; load average {loadavg()}"
+            f"{args.web_workers} web process(es) each, voters by {args.auth}; load average {loadavg()}"
         )
-        clients = {
-            mode: [httpx.Client(headers={"Authorization": f"Bearer {t}"}, timeout=120) for t in world["tokens"]]
-            for mode, world in worlds.items()
-        }
+        clients = {mode: voter_clients(world, args.auth) for mode, world in worlds.items()}
         times: dict[str, list[float]] = {mode: [] for mode in modes}
         slowest: dict[str, list[float]] = {mode: [] for mode in modes}
         for b in range(args.bursts):

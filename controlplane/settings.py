@@ -137,7 +137,7 @@ EVALS_RESERVE_NEXT = env_bool("BARREL_EVALS_RESERVE_NEXT", True)
 # Redis (evals/prepared.py), and battles/next hands it out with one conditional UPDATE; off, it
 # reads and builds the reserved battle from the database (benchmarks/battles.py: both).
 EVALS_NEXT_PREPARED = env_bool("BARREL_EVALS_NEXT_PREPARED", True)
-# With prepared bodies on, a user token's battles/next is handed out by an ASGI route on threads
+# With prepared bodies on, a user token's or a session's battles/next is handed out by an ASGI route on threads
 # of its own (evals/next_route.py) instead of queueing on Django's one sync thread; off, the view
 # does it (benchmarks/battles.py: both).
 EVALS_NEXT_ROUTE = env_bool("BARREL_EVALS_NEXT_ROUTE", True)

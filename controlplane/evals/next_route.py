@@ -13,29 +13,44 @@ refusals and all) and remembered: a token never changes hands, and whether it is
 checked by that statement on every request. After the answer is sent, the token is touched as
 bearer authentication touches it and the voter's next battle is reserved.
 
+A browser's voter (a session cookie, no bearer token) is served here too, since the vote page
+is where most battles are asked for: the session is read and its user checked by Django's own
+session store and auth.get_user (expired, logged out or a changed password: no user), the user
+must be active, and the CSRF token is checked by the check DRF's SessionAuthentication runs,
+on the request's headers and cookies. Then the same conditional claim as the view's.
+
 Anything else goes on to Django untouched, before a byte of the request is read: another token
-kind, a session, an unknown or refused token, no body prepared, a claim refused, an error on the
-way. The body is the one the view would return; every other answer is Django's.
+kind, an unknown or refused token or session, a failed CSRF check, a plain-HTTP request where
+HTTPS is required, no body prepared, a claim refused, an error on the way. The body is the one
+the view would return; every other answer is Django's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
+from http.cookies import SimpleCookie
+from importlib import import_module
 from typing import Any
 
 import orjson
 from django.conf import settings
+from django.contrib import auth
+from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
 from django.utils import timezone
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import PermissionDenied
 
 from controlplane.auth.bearer import bearer_secret, resolve_bearer, touch
 from controlplane.evals.battles import battle_shown
-from controlplane.evals.prepared import body_take_by_token
+from controlplane.evals.prepared import body_take, body_take_by_token
 from controlplane.limits import MAX_BIGINT
 from controlplane.teams.tokens import USER_TOKEN_PREFIX, digest
 
@@ -48,23 +63,58 @@ PATH = re.compile(r"/api/v1/evals/([0-9]{1,19})/battles/next")
 HOLDERS_MAX = 10_000
 _holders: dict[str, int] = {}
 
+# A session key as Django's session stores make them (get_random_string(32) of these).
+SESSION_KEY = re.compile(r"[a-z0-9]{32}")
+
 Scope = dict[str, Any]
 
 
-def claims(scope: Scope) -> tuple[int, str] | None:
-    """The eval id and the user token's secret when this route may serve the request, else None."""
+@dataclass(frozen=True)
+class Session:
+    """A caller known by a session cookie: the request's scope (headers, cookies) for Django's
+    own session, auth and CSRF checks, and the session key."""
+
+    scope: Scope
+    key: str
+
+
+def _header(scope: Scope, wanted: bytes) -> bytes:
+    return next((value for name, value in scope["headers"] if name == wanted), b"")
+
+
+def _session_key(scope: Scope) -> str | None:
+    """The request's session cookie, when it is a well-formed session key."""
+    raw = _header(scope, b"cookie")
+    if not raw:
+        return None
+    try:
+        cookies = SimpleCookie(raw.decode("latin-1"))
+    except Exception:  # noqa: BLE001 - a malformed Cookie header: Django answers
+        return None
+    morsel = cookies.get(settings.SESSION_COOKIE_NAME)
+    return morsel.value if morsel is not None and SESSION_KEY.fullmatch(morsel.value) else None
+
+
+def claims(scope: Scope) -> tuple[int, str | Session] | None:
+    """The eval id and the caller (a user token's secret, or a session) when this route may
+    serve the request, else None."""
     if scope["type"] != "http" or scope["method"] != "POST":
         return None
     if not (settings.EVALS_NEXT_PREPARED and settings.EVALS_NEXT_ROUTE):
         return None
+    if settings.SECURE_SSL_REDIRECT and scope.get("scheme") != "https":
+        return None  # Django's SecurityMiddleware redirects it
     match = PATH.fullmatch(scope["path"])
     if match is None or int(match[1]) > MAX_BIGINT:
         return None
-    authorization = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
-    secret = bearer_secret(authorization)
-    if secret is None or not secret.startswith(USER_TOKEN_PREFIX):
-        return None
-    return int(match[1]), secret
+    authorization = _header(scope, b"authorization")
+    if authorization:
+        secret = bearer_secret(authorization)
+        if secret is None or not secret.startswith(USER_TOKEN_PREFIX):
+            return None
+        return int(match[1]), secret
+    session_key = _session_key(scope)
+    return None if session_key is None else (int(match[1]), Session(scope, session_key))
 
 
 def _holder(token_digest: str, secret: str) -> int | None:
@@ -81,11 +131,39 @@ def _holder(token_digest: str, secret: str) -> int | None:
     return voter_id
 
 
-def handle(eval_id: int, secret: str) -> tuple[dict[str, Any], Callable[[], None]] | None:
-    """The prepared body, now shown to the token's user, and what to do once it is sent; or
-    None: Django answers (run on a worker thread)."""
+def _csrf_passed(request: ASGIRequest) -> bool:
+    """Whether the request passes the CSRF check SessionAuthentication enforces on a session's
+    unsafe requests (its cookie, its X-CSRFToken header, its Origin and, over HTTPS, Referer):
+    DRF's own, which reads nothing of the request that a Django request lacks."""
+    try:
+        SessionAuthentication().enforce_csrf(request)  # type: ignore[arg-type]  # a Django request, as above
+    except PermissionDenied:
+        return False
+    return True
+
+
+def _session_voter(session: Session) -> Any | None:
+    """The session's user as SessionAuthentication finds it, CSRF checked; None otherwise."""
+    request = ASGIRequest(session.scope, io.BytesIO())  # the body is never read here
+    request.session = import_module(settings.SESSION_ENGINE).SessionStore(session.key)
+    user = auth.get_user(request)  # no user for an expired or flushed session, or a changed password
+    if not user.is_authenticated or not user.is_active or not _csrf_passed(request):
+        return None
+    return user
+
+
+def handle(eval_id: int, caller: str | Session) -> tuple[dict[str, Any], Callable[[], None]] | None:
+    """The prepared body, now shown to the caller, and what to do once it is sent; or None:
+    Django answers (run on a worker thread)."""
     close_old_connections()
     try:
+        if isinstance(caller, Session):
+            voter = _session_voter(caller)
+            body = None if voter is None else body_take(eval_id=eval_id, voter=voter)
+            if voter is None or body is None:
+                return None
+            return body, lambda: _after(eval_id, voter.pk, None, None)
+        secret = caller
         token_digest = digest(secret)
         voter_id = _holder(token_digest, secret)
         if voter_id is None:
@@ -102,11 +180,12 @@ def handle(eval_id: int, secret: str) -> tuple[dict[str, Any], Callable[[], None
         close_old_connections()  # hands the connection back to the pool
 
 
-def _after(eval_id: int, voter_id: int, token_id: int, last_used_at: datetime | None) -> None:
-    """Once the battle is sent: the token touched, the voter's next battle reserved."""
+def _after(eval_id: int, voter_id: int, token_id: int | None, last_used_at: datetime | None) -> None:
+    """Once the battle is sent: the token (if any) touched, the voter's next battle reserved."""
     close_old_connections()
     try:
-        touch(token_id, last_used_at, timezone.now())
+        if token_id is not None:
+            touch(token_id, last_used_at, timezone.now())
         battle_shown(eval_id=eval_id, voter_id=voter_id)  # autocommit: enqueued at once
     except Exception:
         logger.exception("after serving a prepared battle of eval %s", eval_id)
@@ -143,6 +222,8 @@ class NextRoute:
         body, after = served
         content = orjson.dumps(body)
         headers = [*self.headers, (b"content-length", b"%d" % len(content))]
+        if isinstance(claimed and claimed[1], Session):
+            headers.append((b"vary", b"Cookie"))  # as SessionMiddleware marks an answer that read the session
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": content})

@@ -1,7 +1,8 @@
 """The ASGI route for battles/next (evals/next_route.py) serves a user token's prepared battle as
 the view would, with the view's headers, and leaves everything else to Django, which answers as
 it always did: refused tokens, outsiders, viewers who may not vote, closed evals, run tokens,
-sessions, nothing prepared."""
+sessions that fail Django's checks (logged out, changed password, no CSRF token), nothing
+prepared. A browser's session is served as a token is."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings
+from django.test import Client
 from django.urls import resolve
 from django.utils import timezone
 
@@ -31,15 +34,29 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MAX_ID = 2**63 - 1
 
 
-def via_asgi(path: str, token: str, method: str = "POST") -> httpx.Response:
-    """Through the ASGI application, as uvicorn serves it."""
+def via_asgi(path: str, token: str, method: str = "POST", headers: dict[str, str] | None = None) -> httpx.Response:
+    """Through the ASGI application, as uvicorn serves it: with a user token, or (`token` empty)
+    with `headers` alone (a browser's cookies)."""
 
     async def call() -> httpx.Response:
         transport = httpx.ASGITransport(app=application)
+        sent = {"authorization": f"Bearer {token}"} if token else {}
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            return await client.request(method, path, headers={"authorization": f"Bearer {token}"})
+            return await client.request(method, path, headers={**sent, **(headers or {})}, json={})
 
     return asyncio.run(call())
+
+
+CSRF = "c" * 32  # a CSRF secret as the cookie holds it; the header may send it as it is
+
+
+def browser(persona: Persona, csrf: str | None = CSRF) -> dict[str, str]:
+    """The headers of a browser logged in as `persona` (a session made by Django's login), with
+    the CSRF cookie and the X-CSRFToken header the dashboard sends (`csrf` None: no header)."""
+    client = Client()
+    assert client.login(username=persona.user.username, password=f"{persona.user.username}-password")
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}; csrftoken={CSRF}"
+    return {"cookie": cookie, **({"x-csrftoken": csrf} if csrf is not None else {})}
 
 
 @pytest.fixture
@@ -48,8 +65,8 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     evals: list[int] = []
     handle = next_route.handle
 
-    def counted(eval_id: int, secret: str) -> Any:
-        body = handle(eval_id, secret)
+    def counted(eval_id: int, caller: Any) -> Any:
+        body = handle(eval_id, caller)
         if body is not None:
             evals.append(eval_id)
         return body
@@ -150,9 +167,77 @@ def test_without_a_prepared_body_django_serves_and_prepares_the_next(
     assert shown.count() == len(set(shown.values_list("battle_id", flat=True))) == 4
 
 
-def scope(path: str, method: str = "POST", authorization: bytes | None = b"Bearer brl_x") -> dict[str, Any]:
+def test_a_browser_session_is_served_by_the_route_as_the_view_serves_it(
+    live_eval: OpenEval, owner: Persona, served: list[int]
+) -> None:
+    opened = live_eval
+    cookies = browser(owner)
+    first = via_asgi(nexts(opened), "", headers=cookies)  # nothing prepared yet: the view draws it
+    assert first.status_code == 200 and served == []
+    prepared = prepared_after(opened, "alice", first.json()["battle"])
+    second = via_asgi(nexts(opened), "", headers=cookies)
+    assert served == [opened.eval.id]
+    assert second.status_code == 200 and second.json() == prepared["body"]
+    assert {**first.headers, "content-length": ""} == {**second.headers, "content-length": ""}
+    assert Serving.objects.get(id=prepared["serving"]).served_at is not None
+    prepared_after(opened, "alice", prepared["body"]["battle"])
+
+
+@pytest.mark.parametrize("change", ["no csrf header", "wrong csrf", "logged out", "password changed", "inactive"])
+def test_a_session_django_would_refuse_is_left_to_django(
+    live_eval: OpenEval, owner: Persona, served: list[int], change: str
+) -> None:
+    opened = live_eval
+    cookies = browser(owner)
+    assert via_asgi(nexts(opened), "", headers=cookies).status_code == 200
+    value = json.dumps(prepared_after(opened, "alice"))
+    if change == "no csrf header":
+        cookies = browser(owner, csrf=None)
+    elif change == "wrong csrf":
+        cookies = {**cookies, "x-csrftoken": "d" * 32}
+    elif change == "logged out":
+        from django.contrib.sessions.models import Session
+
+        Session.objects.all().delete()
+    elif change == "password changed":
+        owner.user.set_password("another-password")
+        owner.user.save()
+    else:
+        owner.user.is_active = False
+        owner.user.save()
+    refused = via_asgi(nexts(opened), "", headers=cookies)
+    # Django's answers: no user is 401, a user failing the CSRF check 403.
+    assert refused.status_code == (403 if "csrf" in change else 401), refused.text
+    assert served == []
+    assert json.loads(value)["body"]["a"] not in refused.text
+    assert Serving.objects.get(id=json.loads(value)["serving"]).served_at is None
+
+
+def scope(
+    path: str, method: str = "POST", authorization: bytes | None = b"Bearer brl_x", cookie: bytes | None = None
+) -> dict[str, Any]:
     headers = [] if authorization is None else [(b"authorization", authorization)]
+    headers += [] if cookie is None else [(b"cookie", cookie)]
     return {"type": "http", "method": method, "path": path, "headers": headers}
+
+
+def test_a_session_cookie_is_claimed_and_a_malformed_one_is_not(settings: Any) -> None:
+    path = "/api/v1/evals/7/battles/next"
+    key = "a1" * 16
+    claimed = next_route.claims(scope(path, authorization=None, cookie=f"csrftoken=x; sessionid={key}".encode()))
+    assert claimed is not None and claimed[0] == 7
+    assert isinstance(claimed[1], next_route.Session) and claimed[1].key == key
+    for cookie in [
+        b"sessionid=short",
+        b"sessionid=" + b"A" * 32,
+        b"csrftoken=x",
+        b'sessionid="\x00' + b"a" * 30 + b'"',
+    ]:
+        assert next_route.claims(scope(path, authorization=None, cookie=cookie)) is None, cookie
+    # A bearer header decides, whatever the cookies: a run token's request is Django's.
+    assert next_route.claims(scope(path, authorization=b"Bearer brr_x", cookie=f"sessionid={key}".encode())) is None
+    settings.SECURE_SSL_REDIRECT = True  # plain HTTP is redirected by Django
+    assert next_route.claims(scope(path)) is None
 
 
 @pytest.mark.parametrize("path", ["/api/v1/evals/1/battles/next", f"/api/v1/evals/{MAX_ID}/battles/next"])
@@ -168,7 +253,7 @@ def test_every_path_the_route_claims_is_battles_next_in_urls(path: str) -> None:
         scope("/api/v1/evals/x/battles/next"),
         scope("/api/v1/evals/1/battles/next/"),
         scope("/api/v1/evals/1/battles/next", method="GET"),
-        scope("/api/v1/evals/1/battles/next", authorization=None),  # a session, or nobody
+        scope("/api/v1/evals/1/battles/next", authorization=None),  # nobody
         scope("/api/v1/evals/1/battles/next", authorization=b"Bearer brr_x"),  # a run token
         scope("/api/v1/evals/1/battles/next", authorization=b"Basic YTpi"),
         scope("/api/v1/evals/1/battles/next", authorization=b"Bearer brl_x extra"),
