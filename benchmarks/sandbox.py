@@ -16,7 +16,7 @@ programs are Python):
   instead), where a pids cgroup is in use: joining a cgroup v1 costs the launch an RCU grace period;
 - warm pool (Python only): `workers.sandbox.warm.WarmPool` at `--pool-size`, default limits: a
   ready bubblewrap sandbox whose Python supervisor is already up takes the program;
-- reuse pool: the same in its reuse mode (`WarmPool(reuse=True)`, `--max-uses`): one sandbox
+- reuse pool: the same in its reuse mode (`ReusePool`, `--max-uses`): one sandbox
   serves many executions, each a fresh child of its supervisor (any program: `true` is exec'd,
   Python runs in a fork of the supervisor's interpreter), reset between them in the background.
 
@@ -48,6 +48,7 @@ from pathlib import Path
 from benchmarks.common import median, pct
 from workers.sandbox.base import ExecResult, Outcome, Program
 from workers.sandbox.local import BWRAP, NOBODY, PYTHON, LocalSandbox
+from workers.sandbox.session import ReusePool
 from workers.sandbox.warm import SUPERVISOR_UID, WarmPool
 
 TRUE = "/usr/bin/true"
@@ -219,7 +220,7 @@ def main() -> None:
     pool = WarmPool(size=args.pool_size, acquire_timeout_s=60, sandbox={"workdir_root": root})
     if pool.warm:
         arms["warm pool"] = boxed(pool)
-    reuse = WarmPool(size=args.pool_size, acquire_timeout_s=60, reuse=True, max_uses=args.max_uses)
+    reuse = ReusePool(size=args.pool_size, acquire_timeout_s=60, max_uses=args.max_uses)
     if reuse.reuse:
         arms["reuse pool"] = boxed(reuse)
     else:

@@ -50,17 +50,20 @@ class Executor(Protocol):
 
 def make_executor(kind: Kind, limits: Limits | None, options: Mapping[str, Any]) -> Executor:
     """The executor a worker holds: ``cold`` a LocalSandbox, ``warm`` a WarmPool (when it exists),
-    ``reuse`` a WarmPool in its reuse mode (``max_uses`` among the options)."""
+    ``reuse`` a session.ReusePool, the warm pool in its reuse mode (``max_uses`` among the options)."""
     if kind == "cold":
         from workers.sandbox.local import LocalSandbox
 
         return LocalSandbox(limits, **options)
     if kind in ("warm", "reuse"):
+        module, name = ("workers.sandbox.warm", "WarmPool")
+        if kind == "reuse":
+            module, name = ("workers.sandbox.session", "ReusePool")
         try:
-            warm: Any = importlib.import_module("workers.sandbox.warm")
+            pool: Any = getattr(importlib.import_module(module), name)
         except ImportError as e:
-            raise ValueError(f"sandbox kind {kind!r} needs workers.sandbox.warm.WarmPool: {e}") from e
-        executor: Executor = warm.WarmPool(limits, **options, **({"reuse": True} if kind == "reuse" else {}))
+            raise ValueError(f"sandbox kind {kind!r} needs {module}.{name}: {e}") from e
+        executor: Executor = pool(limits, **options)
         return executor
     raise ValueError(f"unknown sandbox kind {kind!r}; known: cold, warm, reuse")
 

@@ -26,7 +26,7 @@ a ``crash`` too: its state is gone, so the episode must be masked, never continu
 Sessions are offered in the bubblewrap tier only, unless the LocalSandbox given was made with
 ``allow_unconfined=True`` (then they run in its weaker tier, without isolation between sessions).
 
-The same supervisor serves the warm pool's reuse mode (``WarmPool(reuse=True)``; :class:`_Reusable`
+The same supervisor serves the warm pool's reuse mode (:class:`ReusePool`, with :class:`_Reusable`
 here): one sandbox runs many executions, one at a time, each a fresh child, and a reset between
 them makes it as a fresh sandbox (every other process killed, /sandbox, /tmp and /dev/shm mounted
 afresh, the pid counter set back). There the supervisor is the root of the sandbox's own user
@@ -82,7 +82,15 @@ from workers.sandbox.warm import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LeaseExpired", "Saturated", "Session", "SessionPool", "SessionStartFailure", "SessionsUnavailable"]
+__all__ = [
+    "LeaseExpired",
+    "ReusePool",
+    "Saturated",
+    "Session",
+    "SessionPool",
+    "SessionStartFailure",
+    "SessionsUnavailable",
+]
 
 # How long past a call's wall-clock limit the supervisor may take to answer before the session
 # counts as dead (it kills and drains within about a second).
@@ -806,7 +814,7 @@ _REUSE_BWRAP = ("--as-pid-1", *(x for cap in REUSE_CAPS for x in ("--cap-add", c
 
 
 class _Reusable(_Warm):
-    """A sandbox of the warm pool's reuse mode (``WarmPool(reuse=True)``): the session supervisor
+    """A sandbox of the warm pool's reuse mode (:class:`ReusePool`): the session supervisor
     in reuse mode serves its executions one at a time, each a fresh child run as the program's user;
     :meth:`reset` makes it as a fresh sandbox between them. ``fit``: the last execution ended
     normally (ok or program_error), so a reset may follow; after anything else the sandbox is torn
@@ -933,6 +941,22 @@ def reuse_unavailable(box: LocalSandbox, supervisor_uid: int) -> str:
     if reuse_seccomp() is None:
         return f"no seccomp filter for reused sandboxes on {os.uname().machine}"
     return _reuse_trial(box.bwrap, box.python, box.uid, supervisor_uid, box.pids_cgroup is not None)
+
+
+class ReusePool(WarmPool):
+    """The warm pool in its reuse mode: WarmPool's interface and arguments (``reuse`` defaults to
+    True here), each sandbox serving up to ``max_uses`` executions through the session supervisor
+    (:class:`_Reusable`), reset between them. Where reuse cannot run (:func:`reuse_unavailable`)
+    it falls back, with a warning, to one execution per sandbox, as a plain WarmPool."""
+
+    def __init__(self, limits: Limits | None = None, *, reuse: bool = True, **kwargs: Any) -> None:
+        super().__init__(limits, reuse=reuse, **kwargs)
+
+    def _reuse_unavailable(self) -> str:
+        return reuse_unavailable(self.box, self.supervisor_uid)
+
+    def _reusable(self) -> _Warm:
+        return _Reusable(self.box, self.limits, self.start_timeout_s, supervisor_uid=self.supervisor_uid)
 
 
 class Session:

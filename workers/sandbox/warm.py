@@ -9,7 +9,7 @@ that interpreter with the program's argv, stdin and lowered rlimits.
 
 One execution per sandbox: after it the sandbox is torn down exactly as a cold execution is (every
 process ended, cgroup swept, work directory removed), and its slot starts a fresh one in the
-background (``recycled``). In reuse mode (``reuse=True``, workers.sandbox.session's ``_Reusable``)
+background (``recycled``). In reuse mode (workers.sandbox.session's ``ReusePool`` and ``_Reusable``)
 a sandbox serves up to ``max_uses`` executions of any program instead, reset to a fresh sandbox's
 state between them, and is torn down after anything abnormal. A ready sandbox that died is replaced
 (``replaced``). When every slot is busy, an execution waits up to ``acquire_timeout_s`` and then
@@ -313,9 +313,7 @@ class WarmPool:
         self.max_uses, self.supervisor_uid = max_uses, supervisor_uid
         self.reuse_unavailable = ""
         if reuse:
-            from workers.sandbox.session import reuse_unavailable
-
-            self.reuse_unavailable = reuse_unavailable(self.box, supervisor_uid)
+            self.reuse_unavailable = self._reuse_unavailable()
             if self.reuse_unavailable:
                 log.warning(
                     "SANDBOX REUSE unavailable, every warm sandbox serves one execution: %s", self.reuse_unavailable
@@ -345,12 +343,19 @@ class WarmPool:
         """Whether the sandbox's tier has warm sandboxes (slots run only where it does)."""
         return self.box.tier is Tier.BUBBLEWRAP and not self.box.unavailable
 
+    def _reuse_unavailable(self) -> str:
+        """Why this pool's sandboxes cannot be reused ('' when they can). Reuse runs on the session
+        supervisor (session.py, which builds on this module): its pool is session.ReusePool."""
+        return "sandboxes are reused by workers.sandbox.session.ReusePool, not by a plain WarmPool"
+
+    def _reusable(self) -> _Warm:
+        """A sandbox of the reuse mode (ReusePool's)."""
+        raise NotImplementedError
+
     def _new_sandbox(self) -> _Warm:
         """Start one sandbox for a slot (raises _NoneStarted)."""
         if self.reuse:
-            from workers.sandbox.session import _Reusable
-
-            return _Reusable(self.box, self.limits, self.start_timeout_s, supervisor_uid=self.supervisor_uid)
+            return self._reusable()
         return _Warm(self.box, self.limits, self.start_timeout_s)
 
     def _slot(self) -> None:

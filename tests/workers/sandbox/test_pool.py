@@ -179,7 +179,7 @@ def test_a_warm_pool_is_one_option_away(on_ray: None):
 
 @pytest.mark.e2e
 def test_reused_sandboxes_are_one_option_away(on_ray: None):
-    """kind reuse: the worker's WarmPool serves several executions per sandbox, max_uses among the
+    """kind reuse: the worker's ReusePool serves several executions per sandbox, max_uses among the
     options (the GRPO recipe's sandbox.kind: reuse and sandbox.max_uses)."""
     reused = pool(workers=1, kind="reuse", options={"max_uses": 5})
     try:

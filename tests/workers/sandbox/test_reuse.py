@@ -27,7 +27,7 @@ from tests.workers.sandbox.test_local import processes_with
 from tests.workers.sandbox.test_warm import HOSTILE, POOL_LIMITS, wait_ready
 from workers.sandbox.base import Limits, Outcome, Program
 from workers.sandbox.local import BWRAP, NOBODY, PYTHON, LocalSandbox, Tier, reuse_seccomp
-from workers.sandbox.session import reuse_unavailable
+from workers.sandbox.session import ReusePool, reuse_unavailable
 from workers.sandbox.warm import WarmPool
 
 # A host uid of its own for these pools' supervisors (bwrap runs as it): the test finds its
@@ -46,8 +46,8 @@ pytestmark = pytest.mark.skipif(bool(WHY_NOT), reason=f"no reuse here: {WHY_NOT}
 
 
 def reuse_pool(size: int = 1, limits: Limits = POOL_LIMITS, **kw: Any) -> WarmPool:
-    pool = WarmPool(
-        limits, size=size, reuse=True, supervisor_uid=SUPERVISOR_UID, sandbox={"tier": Tier.BUBBLEWRAP}, **kw
+    pool = ReusePool(
+        limits, size=size, supervisor_uid=SUPERVISOR_UID, sandbox={"tier": Tier.BUBBLEWRAP}, **kw
     )
     assert pool.reuse, pool.reuse_unavailable
     wait_ready(pool)
@@ -536,7 +536,7 @@ def test_close_leaves_nothing_behind() -> None:
 
 def test_unavailable_reuse_falls_back_loudly_to_one_execution_per_sandbox(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="workers.sandbox.warm"):
-        p = WarmPool(POOL_LIMITS, size=1, reuse=True, supervisor_uid=NOBODY, sandbox={"tier": Tier.BUBBLEWRAP})
+        p = ReusePool(POOL_LIMITS, size=1, supervisor_uid=NOBODY, sandbox={"tier": Tier.BUBBLEWRAP})
     with p:
         assert not p.reuse and "must not be the program's" in p.reuse_unavailable
         assert "SANDBOX REUSE unavailable" in caplog.text
@@ -548,7 +548,7 @@ def test_unavailable_reuse_falls_back_loudly_to_one_execution_per_sandbox(caplog
 
 def test_max_uses_is_validated() -> None:
     with pytest.raises(ValueError, match="max_uses"):
-        WarmPool(POOL_LIMITS, reuse=True, max_uses=0)
+        ReusePool(POOL_LIMITS, max_uses=0)
 
 
 def test_hostile_cases_are_test_locals() -> None:
