@@ -90,23 +90,24 @@ def _e2e_database_url() -> str:
     return urlunparse(base._replace(path=f"{base.path.rstrip('/')}_e2e"))
 
 
-def _e2e_redis_url() -> str:
-    """BARREL_E2E_REDIS_URL, or Redis database 13 of REDIS_URL's server (emptied first)."""
-    if url := os.environ.get("BARREL_E2E_REDIS_URL"):
-        return url
-    base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
-    return urlunparse(urlparse(base)._replace(path="/13"))
+def _e2e_redis_url() -> str | None:
+    """BARREL_E2E_REDIS_URL (emptied first), or None: a Redis server of the stack's own on a free
+    port. A database of REDIS_URL's server would be shared by every test run on the machine (a
+    CI run beside a developer's): each emptied it at start and their workers took each other's
+    tasks off the shared queue."""
+    return os.environ.get("BARREL_E2E_REDIS_URL") or None
 
 
 @pytest.fixture(scope="session")
 def live(ray_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     import redis
 
-    redis.Redis.from_url(_e2e_redis_url()).flushdb()
+    if (redis_url := _e2e_redis_url()) is not None:
+        redis.Redis.from_url(redis_url).flushdb()
     stack = Stack(
         state_dir=tmp_path_factory.mktemp("stack"),
         database_url=_e2e_database_url(),
-        redis_url=_e2e_redis_url(),
+        redis_url=redis_url,
         ray_address=ray_address,
         fresh_db=True,
         extra_env={"BARREL_RECONCILE_INTERVAL_S": "1", "BARREL_METRICS_FINISHED_GRACE_S": "30"},
