@@ -46,9 +46,7 @@ pytestmark = pytest.mark.skipif(bool(WHY_NOT), reason=f"no reuse here: {WHY_NOT}
 
 
 def reuse_pool(size: int = 1, limits: Limits = POOL_LIMITS, **kw: Any) -> WarmPool:
-    pool = ReusePool(
-        limits, size=size, supervisor_uid=SUPERVISOR_UID, sandbox={"tier": Tier.BUBBLEWRAP}, **kw
-    )
+    pool = ReusePool(limits, size=size, supervisor_uid=SUPERVISOR_UID, sandbox={"tier": Tier.BUBBLEWRAP}, **kw)
     assert pool.reuse, pool.reuse_unavailable
     wait_ready(pool)
     return pool
