@@ -16,6 +16,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEBUG = env_bool("BARREL_DEBUG", False)
 # A fixed default keeps `make demo` one command; any real deployment sets BARREL_SECRET_KEY.
 SECRET_KEY = env_str("BARREL_SECRET_KEY", "barrel-insecure-dev-key-set-BARREL_SECRET_KEY-in-production")
+# Team secrets' Fernet keys, comma-separated (controlplane/teams/secrets.py): the first encrypts,
+# all decrypt. Unset, one is derived from SECRET_KEY; a deployment sets its own (check --deploy warns).
+SECRETS_KEYS = [key.strip() for key in env_str("BARREL_SECRETS_KEYS", "").split(",") if key.strip()]
 ALLOWED_HOSTS = env_list("BARREL_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("BARREL_CSRF_TRUSTED_ORIGINS", [])
 

@@ -152,14 +152,17 @@ def job_submit(attempt: Attempt, run_token: str) -> str:
     """Submit `attempt`'s job under its uuid: "submitted", or "duplicate" when Ray has it already.
 
     Raises RayUnavailable when Ray could not be reached or answered "not now" (see is_transient),
-    and Ray's own exception when it refused the job itself (a bad runtime env: a 4xx).
+    Ray's own exception when it refused the job itself (a bad runtime env: a 4xx), and
+    SecretUndecryptable, before asking Ray anything, when a secret of a command run's team does
+    not decrypt.
     """
     client = ray_client()
+    runtime_env = _runtime_env(attempt, run_token)
     try:
         client.submit_job(
             entrypoint=settings.JOB_ENTRYPOINT,
             submission_id=str(attempt.id),
-            runtime_env=_runtime_env(attempt, run_token),
+            runtime_env=runtime_env,
             metadata={"barrel_run": str(attempt.run_id), "barrel_attempt": str(attempt.number)},
             **_entrypoint_resources(attempt),
         )

@@ -52,7 +52,7 @@ def attempt_dispatch(*, attempt_id: str) -> str:
     Safe to call any number of times: a second call either finds the attempt past QUEUED and
     re-submits under the same submission_id (which Ray refuses as a duplicate), or does nothing.
     Raises what `dispatch.job_submit` raises: RayUnavailable for "not now", Ray's own exception
-    when it refused the job itself.
+    when it refused the job itself, SecretUndecryptable when a team secret does not decrypt.
     """
     transition(attempt_id, [RunStatus.QUEUED], RunStatus.DISPATCHING)
     attempt = Attempt.objects.filter(id=attempt_id).select_related("resume_from").first()

@@ -14,6 +14,7 @@ from controlplane.celery import once_per_interval
 from controlplane.runs import dispatch, jobs, reconcile
 from controlplane.runs.lifecycle import run_note_waiting, transition
 from controlplane.runs.preemption import attempt_requeue_preempted
+from controlplane.teams.secrets import SecretUndecryptable
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,8 @@ def attempt_dispatch(self: Any, attempt_id: str, first_try_at: float | None = No
     backoff until DISPATCH_RETRY_S have passed since the first try, then the run fails with
     Ray's last answer. Retrying is safe: the attempt's uuid is the submission id, so a try whose
     job Ray had already taken answers "already exists", which counts as submitted. Any other
-    refusal (a bad runtime env: a 4xx) fails the run at once.
+    refusal (a bad runtime env: a 4xx) fails the run at once, as does a team secret that does not
+    decrypt (the reason names it; retrying would not bring its key back).
     """
     # Wall-clock: the retries of one dispatch may run on other workers.
     first_try_at = time.time() if first_try_at is None else first_try_at
@@ -50,6 +52,9 @@ def attempt_dispatch(self: Any, attempt_id: str, first_try_at: float | None = No
         raise self.retry(
             kwargs={"attempt_id": attempt_id, "first_try_at": first_try_at}, countdown=countdown, exc=exc
         ) from exc
+    except SecretUndecryptable as exc:
+        jobs.attempt_fail_dispatch(attempt_id=attempt_id, reason=str(exc))
+        return "failed"
     except Exception as exc:  # noqa: BLE001 - Ray refused the job itself (bad runtime env, ...)
         jobs.attempt_fail_dispatch(attempt_id=attempt_id, reason=f"Ray refused the job: {dispatch.ray_answer(exc)}")
         return "failed"

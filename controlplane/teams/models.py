@@ -67,11 +67,12 @@ class ApiToken(models.Model):
 class TeamSecret(models.Model):
     """A variable every command run of the team gets in its environment (an API key, a hub
     token). Its value is written by team admins and read only by the dispatcher: no API answers
-    it, and it is redacted from the job log tails the control plane keeps."""
+    it, and it is redacted from the job log tails the control plane keeps. Only
+    controlplane.teams.secrets encrypts and decrypts it."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="secrets")
     name = models.CharField(max_length=128)
-    value = models.TextField()
+    value_encrypted = models.TextField()  # a Fernet token (teams/secrets.py), never the value
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
