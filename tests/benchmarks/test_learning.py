@@ -49,10 +49,53 @@ def test_the_agent_arms_differ_only_by_the_tool_and_fit_two_cpus(tmp_path: Path)
 
     tool = agent_config(seed=2, checkpoint_dir=str(tmp_path))
     bare = agent_config(seed=2, checkpoint_dir=str(tmp_path), tools=False)
-    assert tool.agent.tools == ["calc"] and bare.agent.tools == [] and tool.sandbox.kind == "warm"
+    assert tool.agent.tools == ["calc"] and bare.agent.tools == [] and tool.sandbox.kind == "reuse"
     assert tool.model_dump(exclude={"agent"}) == bare.model_dump(exclude={"agent"})
     # 3-digit products: more than a tiny model computes in its head, one call for the tool.
     assert tool.task.digits == 3 and tool.task.ops == ["*"] and tool.seed == 2
     cluster = {"CPU": 2.0}
     assert plan_resources(tool, cluster).needs(tool)["CPU"] <= 2.0
     assert plan_resources(bare, cluster).needs(bare)["CPU"] < plan_resources(tool, cluster).needs(tool)["CPU"]
+
+
+def _welch(a: list[float], b: list[float]) -> tuple[float, float]:
+    """95% interval of mean(a) - mean(b), Welch-Satterthwaite, from the formulas."""
+    from scipy.stats import t
+
+    na, nb = len(a), len(b)
+    ma, mb = sum(a) / na, sum(b) / nb
+    va = sum((x - ma) ** 2 for x in a) / (na - 1) / na
+    vb = sum((x - mb) ** 2 for x in b) / (nb - 1) / nb
+    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+    half = t.ppf(0.975, df) * math.sqrt(va + vb)
+    return ma - mb - half, ma - mb + half
+
+
+def test_the_reward_gain_compares_the_last_steps_with_the_first_with_welchs_interval():
+    from benchmarks.learning import RewardGain
+
+    first = [0.5, 0.6, 0.55, 0.7, 0.45] * 4
+    middle = [0.9] * 10  # steps between the windows count in neither
+    last = [0.8, 0.75, 0.9, 0.7, 0.85] * 4
+    reward = dict(enumerate(first + middle + last))
+    gain = RewardGain.of(reward)
+    assert gain.window == 20 and gain.first == pytest.approx(0.56) and gain.last == pytest.approx(0.8)
+    assert (gain.low, gain.high) == pytest.approx(_welch(last, first), abs=1e-9)
+    assert gain.low > 0 and "+0.240" in str(gain)
+    # A short run splits in halves; an arm that never scores has an exact gain of 0.
+    assert RewardGain.of({0: 0.2, 1: 0.4, 2: 0.6, 3: 0.8}).window == 2
+    flat = RewardGain.of(dict.fromkeys(range(40), 0.0))
+    assert (flat.gain, flat.low, flat.high) == (0.0, 0.0, 0.0)
+
+
+def test_the_gain_over_seeds_is_a_student_t_interval_of_the_seeds_gains():
+    from scipy.stats import t
+
+    from benchmarks.learning import seed_interval
+
+    gains = [0.08, 0.12, 0.05]
+    mean = sum(gains) / 3
+    sd = math.sqrt(sum((g - mean) ** 2 for g in gains) / 2)
+    half = t.ppf(0.975, 2) * sd / math.sqrt(3)
+    assert f"[{mean - half:+.3f}, {mean + half:+.3f}] over 3 seeds" in seed_interval(gains)
+    assert seed_interval([0.1]) == "mean +0.100 (seeds: +0.100)"
