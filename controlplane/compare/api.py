@@ -16,10 +16,10 @@ from rest_framework.views import APIView
 
 from controlplane.api import ApiError, ErrorSerializer, FastJSONRenderer, InputSerializer, Pagination, query_int
 from controlplane.auth.access import accessible_runs
+from controlplane.compare import grouping, stats
 from controlplane.compare import runs as compare_runs
-from controlplane.compare import stats
 from controlplane.compare.export import FORMATS, TABLES, Export, export_stream
-from controlplane.compare.summaries import SUMMARIES, Options, groups_by_field, run_values
+from controlplane.compare.summaries import SUMMARIES, Options, run_values
 from controlplane.compare.table import METRIC_SORT, metric_columns, metric_keys_of, runs_sorted_by_metric
 from controlplane.limits import MAX_BIGINT
 from controlplane.metrics.wire import KEY_RE, MAX_KEY_LEN, MAX_STEP
@@ -70,7 +70,14 @@ class CompareStatsIn(InputSerializer):
         help_text="Instead of `groups`: runs to group by `group_by`.",
     )
     group_by = serializers.CharField(
-        max_length=200, required=False, help_text="A config field, dotted (optim.lr): one group per value."
+        max_length=grouping.MAX_KEY_LEN,
+        required=False,
+        help_text="What splits `runs` into groups, one group per value: a config field, dotted (`optim.lr`, or "
+        "`config.optim.lr`; runs without it form `<path> unset`); `tag:<prefix>`, the value of the run's tag "
+        "`<prefix>:<value>` (or `<prefix>=<value>`), runs without one forming `(none)`, and a run with two such "
+        "tags of different values refused (a run is in one group); or `param:<name>`, the run's MLflow param "
+        "(external runs keep their params there), runs without it forming `(none)`. Groups are named "
+        "`<path, prefix or name>=<value>`, in the order their values first appear.",
     )
     baseline = serializers.CharField(
         max_length=200, required=False, help_text="The group the others are compared with; the first when omitted."
@@ -88,6 +95,11 @@ class CompareStatsIn(InputSerializer):
             raise serializers.ValidationError({"groups": ["give either groups, or runs with group_by"]})
         if "runs" in data and "group_by" not in data:
             raise serializers.ValidationError({"group_by": ["required with runs"]})
+        if "group_by" in data:
+            try:
+                data["group_key"] = grouping.group_key_parse(data["group_by"])
+            except grouping.GroupingError as error:
+                raise serializers.ValidationError({"group_by": [str(error)]}) from error
         if data["summary"] == "at_step" and "step" not in data:
             raise serializers.ValidationError({"step": ["required when summary is at_step"]})
         groups = data.get("groups", [])
@@ -240,7 +252,9 @@ class CompareStatsView(APIView):
         summary="Whether groups of runs differ on a metric: intervals, tests, seeds needed and a verdict",
         description="Each run is summarised by one number; each group (seeds of one config) gets its mean, IQM and "
         "intervals, and each group is tested against the baseline (Welch's t-test, a bootstrap interval, the "
-        "probability of improvement, the effect size and the seeds needed). Every run must be visible to the caller: "
+        "probability of improvement, the effect size and the seeds needed). Groups are given, or made after the fact "
+        "from `runs` by `group_by`: a config field, a tag prefix or an MLflow param. Every run must be visible to the "
+        "caller: "
         "otherwise 404 naming the runs.",
     )
     def post(self, request: Request) -> Response:
@@ -252,7 +266,10 @@ class CompareStatsView(APIView):
             runs = {run.id: run for run in accessible_runs(request, ids, field="groups")}
             groups = [(g["name"], [runs[run_id] for run_id in dict.fromkeys(g["runs"])]) for g in data["groups"]]
         else:
-            groups = groups_by_field(accessible_runs(request, data["runs"]), data["group_by"])
+            try:
+                groups = grouping.groups_by_key(accessible_runs(request, data["runs"]), data["group_key"])
+            except grouping.GroupingError as error:
+                raise ApiError(str(error), fields={"group_by": [str(error)]}) from error
             if len(groups) > MAX_GROUPS:
                 raise ApiError(
                     f"{data['group_by']} takes {len(groups)} values, over the limit of {MAX_GROUPS} groups.",

@@ -23,7 +23,8 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from controlplane.compare.summaries import READ_POINTS, Options, config_value, summary_of
+from controlplane.compare.grouping import config_value
+from controlplane.compare.summaries import READ_POINTS, Options, summary_of
 from controlplane.metrics.models import MetricPoint
 from controlplane.metrics.selectors import series_of_runs
 from controlplane.runs.models import RunGroup

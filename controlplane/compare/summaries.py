@@ -1,5 +1,5 @@
-"""One number per run for a metric, so that groups of runs can be compared (stats.py), and the
-groups themselves: given, or made from a config field.
+"""One number per run for a metric, so that groups of runs can be compared (stats.py); the
+groups are given, or made by a key (grouping.py).
 
 Summaries of a series (read through metrics.selectors, at most READ_POINTS buckets a run):
 - final: the mean over the last `final_fraction` of the run's steps (the run's end, less noisy
@@ -74,32 +74,3 @@ def run_values(runs: Sequence[Run], options: Options) -> dict[int, float | None]
     )
     found = {entry["run"]: summary_of(entry, options) for entry in series}
     return {run.id: found.get(run.id) for run in runs}
-
-
-def config_value(config: Any, path: str) -> tuple[bool, Any]:
-    """(found, value) of a dotted path in a run's config."""
-    node = config
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
-
-
-def groups_by_field(runs: Sequence[Run], path: str) -> list[tuple[str, list[Run]]]:
-    """The runs grouped by the value of a config field (dotted path), named `path=value`, in the
-    order their values first appear; runs without the field form `path unset`."""
-    groups: dict[str, list[Run]] = {}
-    for run in runs:
-        found, value = config_value(run.config, path)
-        name = f"{path}={_shown(value)}" if found else f"{path} unset"
-        groups.setdefault(name, []).append(run)
-    return list(groups.items())
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool) or value is None:
-        return str(value).lower() if value is not None else "null"
-    return str(value)

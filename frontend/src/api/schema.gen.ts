@@ -164,7 +164,7 @@ export interface paths {
         put?: never;
         /**
          * Whether groups of runs differ on a metric: intervals, tests, seeds needed and a verdict
-         * @description Each run is summarised by one number; each group (seeds of one config) gets its mean, IQM and intervals, and each group is tested against the baseline (Welch's t-test, a bootstrap interval, the probability of improvement, the effect size and the seeds needed). Every run must be visible to the caller: otherwise 404 naming the runs.
+         * @description Each run is summarised by one number; each group (seeds of one config) gets its mean, IQM and intervals, and each group is tested against the baseline (Welch's t-test, a bootstrap interval, the probability of improvement, the effect size and the seeds needed). Groups are given, or made after the fact from `runs` by `group_by`: a config field, a tag prefix or an MLflow param. Every run must be visible to the caller: otherwise 404 naming the runs.
          */
         post: operations["compare_stats_create"];
         delete?: never;
@@ -896,7 +896,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Downsampled series: per bucket min, max, mean and last */
+        /** Downsampled series: per bucket min, max, mean and last (and with times=1, wall time) */
         get: operations["runs_metrics_retrieve"];
         put?: never;
         /** Ingest a batch of metric points (idempotent on run, key, step) */
@@ -1721,7 +1721,7 @@ export interface components {
             groups?: components["schemas"]["GroupInRequest"][];
             /** @description Instead of `groups`: runs to group by `group_by`. */
             runs?: number[];
-            /** @description A config field, dotted (optim.lr): one group per value. */
+            /** @description What splits `runs` into groups, one group per value: a config field, dotted (`optim.lr`, or `config.optim.lr`; runs without it form `<path> unset`); `tag:<prefix>`, the value of the run's tag `<prefix>:<value>` (or `<prefix>=<value>`), runs without one forming `(none)`, and a run with two such tags of different values refused (a run is in one group); or `param:<name>`, the run's MLflow param (external runs keep their params there), runs without it forming `(none)`. Groups are named `<path, prefix or name>=<value>`, in the order their values first appear. */
             group_by?: string;
             /** @description The group the others are compared with; the first when omitted. */
             baseline?: string;
@@ -2279,6 +2279,8 @@ export interface components {
             /** @description Value at the bucket's last step. */
             last: (number | ("NaN" | "Infinity" | "-Infinity"))[];
             key: string;
+            /** @description Only with times=1: the wall time (epoch seconds) of the point at each step, null where that point is gone. */
+            time?: ((number | ("NaN" | "Infinity" | "-Infinity")) | null)[];
         };
         MetricSeriesInRequest: {
             key: string;
@@ -7789,6 +7791,8 @@ export interface operations {
                 max_points?: number;
                 /** @description First step (inclusive) */
                 start?: number;
+                /** @description 1: each series also has `time`, aligned with `step`: the wall time (epoch seconds) of the stored point at that step (a bucket's last point), for plotting against time; 0 (default): no `time`. */
+                times?: number;
             };
             header?: never;
             path: {

@@ -167,7 +167,7 @@ def test_another_teams_runs_are_not_found(outsider: Persona, sweep: dict[str, li
 
 
 def test_a_config_field_is_found_by_its_dotted_path() -> None:
-    from controlplane.compare.summaries import config_value
+    from controlplane.compare.grouping import config_value
 
     config = {"optim": {"lr": 0.01, "betas": [0.9, 0.99]}, "seed": 3}
     assert config_value(config, "optim.lr") == (True, 0.01)
