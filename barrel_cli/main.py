@@ -147,7 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--group", type=_run_id, metavar="ID", help="a run group (`barrel sweep` prints its id)")
     target.add_argument("--runs", metavar="ID,ID,...", help="runs, comma-separated")
     p.add_argument("--metric", default="reward/mean", help="the metric key (default reward/mean)")
-    p.add_argument("--by", metavar="FIELD.PATH", help="the config field to split by (default: a sweep's first)")
+    p.add_argument(
+        "--by",
+        metavar="KEY",
+        help="what to split by: a config field (algorithm.lr), tag:<prefix> or param:<name> (default: a sweep's first "
+        "grid field)",
+    )
     p.add_argument("--summary", choices=("final", "best", "auc", "at_step"), default="final",
                    help="how a run becomes one number (default final: the mean of its last 10%% of steps)")  # fmt: skip
     p.add_argument("--step", type=int, help="the step, with --summary at_step")
@@ -419,7 +424,7 @@ def cmd_compare(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                 message = f"--runs {args.runs!r}: expected run ids, comma-separated"
                 raise CliError(message, exit_code=EXIT_USAGE) from None
         if not by:
-            raise CliError("--by FIELD.PATH is needed: the group is no sweep to take it from", exit_code=EXIT_USAGE)
+            raise CliError("--by KEY is needed: the group is no sweep to take it from", exit_code=EXIT_USAGE)
         body: dict[str, Any] = {
             "metric": args.metric,
             "summary": args.summary,

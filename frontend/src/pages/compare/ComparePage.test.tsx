@@ -305,6 +305,58 @@ describe("the compare page", () => {
     expect(within(row).getByTestId("final-diff").textContent).toBe("+0.15 (+23.1 %)");
   });
 
+  it("offers the runs' tag prefixes and MLflow params to group by, and groups by them", async () => {
+    const tagged: Record<number, Partial<RunDetail>> = {
+      1: { tags: ["algo:ppo", "team:rl"], params: { "trainer/lr": "1e-06" } },
+      2: { tags: ["algo:grpo", "team:rl"], params: { "trainer/lr": "1e-05" } },
+      3: { tags: ["algo=ppo", "team:rl"], params: {} },
+    };
+    compareApi(
+      Object.fromEntries([1, 2, 3].map((id) => [`GET /api/v1/runs/${id}`, () => ({ ...RUNS[id], ...tagged[id] })])),
+    );
+    renderCompare("?runs=1,2,3&keys=reward/mean");
+    await waitFor(() => expect(steps(chart("reward/mean"))).toHaveLength(3));
+    const picker = screen.getByTestId("group-by") as HTMLSelectElement;
+    const offered = [...picker.querySelectorAll("optgroup")].map((g) => [
+      g.getAttribute("label"),
+      [...g.querySelectorAll("option")].map((o) => o.value),
+    ]);
+    // team:rl is on every run: no split to offer.
+    expect(offered).toEqual([
+      ["config fields that differ", ["optim.lr", "seed"]],
+      ["tags (prefix:value)", ["tag:algo"]],
+      ["MLflow params", ["param:trainer/lr"]],
+    ]);
+
+    fireEvent.change(picker, { target: { value: "tag:algo" } });
+    await waitFor(() =>
+      expect(screen.getAllByTestId("legend-label").map((l) => l.textContent)).toEqual([
+        "algo=grpo (1 run)",
+        "algo=ppo (2 runs)",
+      ]),
+    );
+    expect(picker.value).toBe("tag:algo");
+    expect(screen.getByTestId("stats-panel")).toBeTruthy();
+
+    fireEvent.change(picker, { target: { value: "param:trainer/lr" } });
+    await waitFor(() =>
+      expect(screen.getAllByTestId("legend-label").map((l) => l.textContent)).toEqual([
+        "trainer/lr=1e-06 (1 run)",
+        "trainer/lr=1e-05 (1 run)",
+        "(none) (1 run)",
+      ]),
+    );
+  });
+
+  it("says which run has two tags of the prefix grouped by, and draws each run alone", async () => {
+    compareApi({ "GET /api/v1/runs/2": () => ({ ...RUNS[2], tags: ["seed:1", "seed:2"] }) });
+    renderCompare("?runs=1,2&keys=reward/mean&by=tag:seed");
+    const error = await screen.findByTestId("grouping-error");
+    expect(error.textContent).toContain("Run #2 (pace lr small seed 1) has 2 tags with prefix seed: seed:1 and seed:2");
+    expect(screen.getAllByTestId("legend-entry")).toHaveLength(2);
+    expect(screen.queryByTestId("stats-panel")).toBeNull();
+  });
+
   it("zooms every chart to a dragged range and asks for that range at finer detail", async () => {
     compareApi();
     renderCompare("?runs=1,2");

@@ -19,7 +19,8 @@ import {
   type StepRange,
 } from "./api";
 import { CompareChart, type EntryKind } from "./CompareChart";
-import { differingPaths, groupRunsBy, type ConfigGroup } from "./config";
+import { differingPaths } from "./config";
+import { configKey, differingParamKeys, differingTagKeys, groupRunsBy, GroupingError, type ConfigGroup } from "./grouping";
 import { ConfigDiff } from "./ConfigDiff";
 import { finalRows, type FinalEntry, type FinalRow } from "./finals";
 import { FinalTable } from "./FinalTable";
@@ -262,6 +263,8 @@ function CompareLoaded({ runs, keysByRun, group, state, update }: LoadedProps) {
   // object but keeps its config, so the grouping, the layout and the charts' data stay put.
   const [runIds] = useState(() => runs.map((run) => run.id));
   const configs = useStableList(runs.map((run) => run.config));
+  const tags = useStableList(runs.map((run) => run.tags));
+  const params = useStableList(runs.map((run) => run.params));
   const counts = useMemo(() => keyCounts(keysByRun), [keysByRun]);
   const orderedKeys = useMemo(() => (state.keys ? orderKeys(state.keys) : defaultKeys(keysByRun)), [state.keys, keysByRun]);
   // The same keys after a live batch (new key lists, same names) are the same array.
@@ -270,11 +273,33 @@ function CompareLoaded({ runs, keysByRun, group, state, update }: LoadedProps) {
     () => (group?.kind === "sweep" ? Object.keys((group.grid ?? {}) as Record<string, unknown>) : []),
     [group],
   );
-  const differing = useMemo(() => differingPaths(configs), [configs]);
-  const configGroups = useMemo(
-    () => (state.by ? groupRunsBy(runIds.map((id, i) => ({ id, config: configs[i] })), state.by) : null),
-    [runIds, configs, state.by],
+  const forGrouping = useMemo(
+    () => runIds.map((id, i) => ({ id, name: runs[i]?.name, config: configs[i], tags: tags[i], params: params[i] })),
+    // The names only label an error: a live patch's new run objects must not regroup.
+    [runIds, configs, tags, params],
   );
+  const differing = useMemo(
+    () => ({
+      // "": a config that is no object (or an empty one), not a field to group by.
+      config: differingPaths(configs)
+        .filter((path) => path !== "")
+        .map(configKey),
+      tags: differingTagKeys(forGrouping),
+      params: differingParamKeys(forGrouping),
+    }),
+    [configs, forGrouping],
+  );
+  // A key the runs cannot be split by (two tags of its prefix on one run) is said, and each run drawn alone.
+  const grouping = useMemo((): { groups: ConfigGroup[] | null; error: string | null } => {
+    if (!state.by) return { groups: null, error: null };
+    try {
+      return { groups: groupRunsBy(forGrouping, state.by), error: null };
+    } catch (error) {
+      if (error instanceof GroupingError) return { groups: null, error: error.message };
+      throw error;
+    }
+  }, [forGrouping, state.by]);
+  const configGroups = grouping.groups;
   const layout = useMemo((): ChartLayout => {
     if (!configGroups) return { kind: "runs" };
     const index = new Map(runIds.map((id, i) => [id, i]));
@@ -370,6 +395,7 @@ function CompareLoaded({ runs, keysByRun, group, state, update }: LoadedProps) {
         update={update}
         gridFields={gridFields}
         differing={differing}
+        groupingError={grouping.error}
         zoom={zoom}
         onResetZoom={() => setZoom(null)}
         refining={zoom !== null && zoomed.isFetching}
@@ -505,11 +531,25 @@ const BAND_LABELS: Record<BandMode, string> = {
   stderr: "mean ± standard error",
 };
 
+function KeyOptions({ label, keys }: { label: string; keys: readonly string[] }) {
+  if (keys.length === 0) return null;
+  return (
+    <optgroup label={label}>
+      {keys.map((key) => (
+        <option key={key} value={key}>
+          {key}
+        </option>
+      ))}
+    </optgroup>
+  );
+}
+
 function Controls({
   state,
   update,
   gridFields,
   differing,
+  groupingError,
   zoom,
   onResetZoom,
   refining,
@@ -517,16 +557,18 @@ function Controls({
   state: CompareState;
   update: Update;
   gridFields: readonly string[];
-  differing: readonly string[];
+  /** Grouping keys whose values differ between the runs: config fields, tag prefixes, MLflow params. */
+  differing: { config: readonly string[]; tags: readonly string[]; params: readonly string[] };
+  groupingError: string | null;
   zoom: StepRange | null;
   onResetZoom: () => void;
   refining: boolean;
 }) {
-  const others = differing.filter((path) => !gridFields.includes(path));
-  const known = state.by === "" || gridFields.includes(state.by) || others.includes(state.by);
+  const others = differing.config.filter((path) => !gridFields.includes(path));
+  const known = state.by === "" || [gridFields, others, differing.tags, differing.params].some((keys) => keys.includes(state.by));
   return (
     <div className="chart-controls compare-controls" data-testid="compare-controls">
-      <label>
+      <label title="A config field, a tag prefix (tags written prefix:value) or an MLflow param; in the URL as by=optim.lr, by=tag:seed or by=param:lr">
         group by{" "}
         <select value={state.by} onChange={(e) => update({ by: e.target.value })} data-testid="group-by">
           <option value="">nothing: each run a line</option>
@@ -539,18 +581,17 @@ function Controls({
               ))}
             </optgroup>
           ) : null}
-          {others.length > 0 ? (
-            <optgroup label="config fields that differ">
-              {others.map((path) => (
-                <option key={path} value={path}>
-                  {path || "(whole config)"}
-                </option>
-              ))}
-            </optgroup>
-          ) : null}
+          <KeyOptions label="config fields that differ" keys={others} />
+          <KeyOptions label="tags (prefix:value)" keys={differing.tags} />
+          <KeyOptions label="MLflow params" keys={differing.params} />
           {known ? null : <option value={state.by}>{state.by}</option>}
         </select>
       </label>
+      {groupingError ? (
+        <span className="error-box" role="alert" data-testid="grouping-error">
+          {groupingError}
+        </span>
+      ) : null}
       {state.by ? (
         <label>
           band{" "}

@@ -5,7 +5,6 @@ import {
   differingPaths,
   flattenConfig,
   formatConfigValue,
-  groupRunsBy,
   stableStringify,
   valueAt,
 } from "./config";
@@ -63,31 +62,5 @@ describe("config paths", () => {
     expect(formatConfigValue("adam")).toBe("adam");
     expect(formatConfigValue(true)).toBe("true");
     expect(formatConfigValue(undefined)).toBe("(unset)");
-  });
-
-  it("groups runs by a path's value, numbers in order, runs without it last", () => {
-    const runs = [
-      { id: 1, config: { optim: { lr: 3e-6 } } },
-      { id: 2, config: { optim: { lr: 1e-6 } } },
-      { id: 3, config: { optim: {} } },
-      { id: 4, config: { optim: { lr: 3e-6 } } },
-      { id: 5, config: { optim: { lr: 1e-6 } } },
-    ];
-    expect(groupRunsBy(runs, "optim.lr").map((g) => [g.label, g.runIds])).toEqual([
-      ["lr=1e-6", [2, 5]],
-      ["lr=3e-6", [1, 4]],
-      ["lr=(unset)", [3]],
-    ]);
-  });
-
-  it("groups by an object or array value, compared by its stable text", () => {
-    const runs = [
-      { id: 1, config: { sched: { kind: "cos", warmup: 10 } } },
-      { id: 2, config: { sched: { warmup: 10, kind: "cos" } } },
-      { id: 3, config: { sched: { kind: "lin", warmup: 10 } } },
-    ];
-    const groups = groupRunsBy(runs, "sched");
-    expect(groups.map((g) => g.runIds)).toEqual([[1, 2], [3]]);
-    expect(groups[0]?.label).toBe('sched={"kind":"cos","warmup":10}');
   });
 });

@@ -1,6 +1,6 @@
 /**
- * Run configs as flat dotted paths: what differs between runs, the value of one path, and the
- * runs split by that value. A config is any JSON value; objects nest, everything else (arrays
+ * Run configs as flat dotted paths: what differs between runs and the value of one path (the
+ * runs split by it: grouping.ts). A config is any JSON value; objects nest, everything else (arrays
  * included) is a leaf.
  */
 
@@ -53,13 +53,17 @@ export function valueAt(config: unknown, path: string): unknown {
 
 /** Paths whose values are not the same in every config (absent counts as a value), sorted. */
 export function differingPaths(configs: readonly unknown[]): string[] {
-  const flat = configs.map(flattenConfig);
-  const paths = new Set<string>();
-  for (const map of flat) for (const path of map.keys()) paths.add(path);
+  return differingNames(configs.map(flattenConfig));
+}
+
+/** Names whose values are not the same in every map (absent counts as a value), sorted. */
+export function differingNames(maps: readonly ReadonlyMap<string, unknown>[]): string[] {
+  const names = new Set<string>();
+  for (const map of maps) for (const name of map.keys()) names.add(name);
   const differing: string[] = [];
-  for (const path of paths) {
-    const seen = new Set(flat.map((map) => (map.has(path) ? stableStringify(map.get(path)) : "\u0000absent")));
-    if (seen.size > 1) differing.push(path);
+  for (const name of names) {
+    const seen = new Set(maps.map((map) => (map.has(name) ? stableStringify(map.get(name)) : "\u0000absent")));
+    if (seen.size > 1) differing.push(name);
   }
   return differing.sort((a, b) => a.localeCompare(b));
 }
@@ -90,49 +94,4 @@ export function diffConfigs(left: unknown, right: unknown): ConfigDiffRow[] {
     left: formatConfigValue(a.get(path)),
     right: formatConfigValue(b.get(path)),
   }));
-}
-
-export interface RunWithConfig {
-  id: number;
-  config: unknown;
-}
-
-/** Runs that share one value of the grouping path. */
-export interface ConfigGroup {
-  /** Stable text of the value: equal values, equal ids. */
-  id: string;
-  /** "lr=1e-6": the path's last segment and the value. */
-  label: string;
-  value: unknown;
-  runIds: number[];
-}
-
-/** The last segment of a dotted path: "optim.lr" → "lr". */
-export function shortPath(path: string): string {
-  const dot = path.lastIndexOf(".");
-  return dot >= 0 ? path.slice(dot + 1) : path;
-}
-
-function compareValues(a: unknown, b: unknown): number {
-  if (a === undefined || b === undefined) return a === b ? 0 : a === undefined ? 1 : -1;
-  if (typeof a === "number" && typeof b === "number") return a - b;
-  if (typeof a === "number") return -1;
-  if (typeof b === "number") return 1;
-  return formatConfigValue(a).localeCompare(formatConfigValue(b), undefined, { numeric: true });
-}
-
-/**
- * Runs split by the value at `path` (objects and arrays compared by their stable text), groups
- * ordered by value (numbers ascending, runs without the path last), runs kept in their order.
- */
-export function groupRunsBy(runs: readonly RunWithConfig[], path: string): ConfigGroup[] {
-  const groups = new Map<string, ConfigGroup>();
-  for (const run of runs) {
-    const value = valueAt(run.config, path);
-    const id = value === undefined ? "\u0000unset" : stableStringify(value);
-    const group = groups.get(id);
-    if (group) group.runIds.push(run.id);
-    else groups.set(id, { id, label: `${shortPath(path)}=${formatConfigValue(value)}`, value, runIds: [run.id] });
-  }
-  return [...groups.values()].sort((a, b) => compareValues(a.value, b.value));
 }

@@ -48,6 +48,15 @@ describe("compare URL state", () => {
     expect(parse(compareSearch(state))).toEqual(state);
   });
 
+  it("keeps a tag or param grouping key readable, and reads it back", () => {
+    for (const by of ["tag:seed", "param:trainer/lr", "config.optim.lr"]) {
+      const search = compareSearch({ ...DEFAULT_STATE, runs: [1], by });
+      expect(search).toBe(`runs=1&by=${by}`);
+      expect(parse(search).by).toBe(by);
+    }
+    expect(parse(compareSearch({ ...DEFAULT_STATE, runs: [1], by: "param:a b,c" })).by).toBe("param:a b,c");
+  });
+
   it("builds links for other pages", () => {
     expect(compareRunsUrl([5, 6])).toBe("/compare?runs=5,6");
     expect(parseIds(" 1, 2 ,x,2")).toEqual([1, 2]);

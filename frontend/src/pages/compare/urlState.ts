@@ -1,6 +1,7 @@
 /**
  * What a compare view shows, kept in the URL so that a view can be shared:
- * `/compare?runs=1,2,3` (or `?group=7`) `&keys=reward/mean,eval/acc&by=optim.lr&band=stderr&smooth=0.6&log=1`.
+ * `/compare?runs=1,2,3` (or `?group=7`) `&keys=reward/mean,eval/acc&by=optim.lr&band=stderr&smooth=0.6&log=1`
+ * (`by=tag:seed` or `by=param:trainer/lr` group by a tag prefix or an MLflow param: grouping.ts).
  * Only what differs from the defaults is written.
  */
 
@@ -14,7 +15,7 @@ export interface CompareState {
   group: number | null;
   /** Metric keys charted; null: the default (the keys all runs share). */
   keys: string[] | null;
-  /** Dotted config path the runs are grouped by; "" for none. */
+  /** The grouping key the runs are grouped by (a config path, `tag:<prefix>`, `param:<name>`); "" for none. */
   by: string;
   band: BandMode;
   /** Debiased EMA weight, 0 (off) to 0.99. */
@@ -67,9 +68,9 @@ export function parseCompareState(params: URLSearchParams): CompareState {
   };
 }
 
-/** Encoded, but with "/" and "," left readable: metric keys are full of slashes. */
+/** Encoded, but with "/" and ":" left readable: metric keys are full of slashes, grouping keys hold colons. */
 function encodeList(values: readonly (string | number)[]): string {
-  return values.map((v) => encodeURIComponent(String(v)).replace(/%2F/gi, "/")).join(",");
+  return values.map((v) => encodeURIComponent(String(v)).replace(/%2F/gi, "/").replace(/%3A/gi, ":")).join(",");
 }
 
 /** The query string (no "?") of a state; defaults are left out. */

@@ -14,9 +14,9 @@ const SUMMARIES: { value: CompareSummaryKind; label: string }[] = [
 
 /**
  * Whether the group's configs differ on a metric: the runs split by a config field (a sweep's
- * grid fields are offered), each part with its mean, IQM and intervals, each tested against a
- * baseline, with the answer in a sentence. Asked with a button: the server bootstraps 10,000
- * times per group.
+ * grid fields are offered), a tag prefix (tag:seed) or an MLflow param (param:lr), each part
+ * with its mean, IQM and intervals, each tested against a baseline, with the answer in a
+ * sentence. Asked with a button: the server bootstraps 10,000 times per group.
  */
 export function StatsPanel({ group }: { group: RunGroupDetail }) {
   const gridFields = Object.keys((group.grid ?? {}) as Record<string, unknown>);
@@ -87,8 +87,8 @@ export function StatsPanel({ group }: { group: RunGroupDetail }) {
             <input inputMode="numeric" value={step} onChange={(e) => setStep(e.target.value)} data-testid="stats-step" />
           </label>
         ) : null}
-        <label>
-          split by config field{" "}
+        <label title="A config field (optim.lr), a tag prefix (tag:seed, for tags seed:1, seed:2…) or an MLflow param (param:lr)">
+          split by{" "}
           {gridFields.length > 0 ? (
             <select value={groupBy} onChange={(e) => setGroupBy(e.target.value)} data-testid="stats-group-by">
               {gridFields.map((field) => (
@@ -98,7 +98,7 @@ export function StatsPanel({ group }: { group: RunGroupDetail }) {
           ) : (
             <input
               value={groupBy}
-              placeholder="optim.lr"
+              placeholder="optim.lr, tag:seed or param:lr"
               onChange={(e) => setGroupBy(e.target.value)}
               data-testid="stats-group-by"
             />
