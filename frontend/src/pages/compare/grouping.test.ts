@@ -20,6 +20,7 @@ describe("grouping keys", () => {
     expect(parseGroupKey("config.optim.lr")).toEqual({ kind: "config", path: "optim.lr" });
     expect(parseGroupKey("tag:seed")).toEqual({ kind: "tag", prefix: "seed" });
     expect(parseGroupKey("tag:env:eu")).toEqual({ kind: "tag", prefix: "env:eu" });
+    expect(parseGroupKey("tag:région")).toEqual({ kind: "tag", prefix: "région" });
     expect(parseGroupKey("param:trainer/lr")).toEqual({ kind: "param", name: "trainer/lr" });
     for (const bad of ["", "tags:seed", "tag:", "tag:a b", "param:", "config.", "optim..lr", ".lr"]) {
       expect(parseGroupKey(bad)).toBeNull();

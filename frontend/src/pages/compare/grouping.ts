@@ -17,8 +17,8 @@ export type GroupKey =
 const TAG = "tag:";
 const PARAM = "param:";
 const CONFIG = "config.";
-/** What a tag may hold (the API's tag rule): a prefix is made of the same. */
-const TAG_PREFIX = /^[\w.:/@+-]+$/;
+/** What a tag may hold (the API's tag rule, whose \w is Python's: any letter or digit): a prefix is made of the same. */
+const TAG_PREFIX = /^[\p{L}\p{N}_.:/@+-]+$/u;
 /** `word:` at the start reads as a kind of key; an unknown one is a typo, not a config path. */
 const KIND = /^[A-Za-z_]+:/;
 export const GROUP_KEY_SYNTAX = "a config path (optim.lr or config.optim.lr), tag:<prefix> or param:<name>";
