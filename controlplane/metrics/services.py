@@ -92,14 +92,19 @@ def _store(run_id: int, batch: PointBatch) -> int:
     3. Anything else: lock the rollups, roll up what is pending, then store the batch with its
        rollups. Rollup locks come after the row locks, always.
     4. Publish the new or changed points after commit."""
+    # The columns as numpy arrays once: the summary, the COPY and the points_stored receivers
+    # (diagnostics' feed) each made their own from the lists before.
+    key_index = np.asarray(batch.key_index, dtype=np.intp)
+    steps = np.asarray(batch.steps, dtype=np.int64)
+    values = np.asarray(batch.values, dtype=np.float64)
     with connection.cursor() as cur:
-        summary = summarize(key_index=batch.key_index, steps=batch.steps, values=batch.values)
+        summary = summarize(key_index=key_index, steps=steps, values=values)
         found, appended = lock_series(cur, run_id=run_id, names=batch.names, summary=summary)
         if len(found) < len(batch.names):
             raise _NoSeries([name for name in batch.names if name not in found])
         states = [found[name] for name in batch.names]
         ids = [s.id for s in states]
-        columns = Points(ids, batch.key_index, batch.steps, batch.values, batch.times)
+        columns = Points(ids, key_index, steps, values, batch.times)
         if appended:
             assert summary is not None
             copy_points(cur, columns)
@@ -122,16 +127,10 @@ def _store(run_id: int, batch: PointBatch) -> int:
     if changed:
         publish_on_commit(run_id, event)
         if points_stored.has_listeners():
-            transaction.on_commit(partial(_send_stored, run_id, batch))
+            stored = {"names": batch.names, "key_index": key_index, "steps": steps, "values": values}
+            transaction.on_commit(partial(_send_stored, run_id, stored))
     return changed
 
 
-def _send_stored(run_id: int, batch: PointBatch) -> None:
-    points_stored.send(
-        sender=PointBatch,
-        run_id=run_id,
-        names=batch.names,
-        key_index=batch.key_index,
-        steps=batch.steps,
-        values=batch.values,
-    )
+def _send_stored(run_id: int, columns: dict[str, Any]) -> None:
+    points_stored.send(sender=PointBatch, run_id=run_id, **columns)

@@ -7,6 +7,7 @@ CHANGED (insert_new): the rollups and the live event are made from that.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,9 +55,9 @@ class Points:
     times in microseconds since 2000-01-01 UTC."""
 
     series_ids: list[int]
-    key_index: list[int]
-    steps: list[int]
-    values: list[float]
+    key_index: Sequence[int] | np.ndarray
+    steps: Sequence[int] | np.ndarray
+    values: Sequence[float] | np.ndarray
     times: list[int]
 
 

@@ -7,6 +7,7 @@ concurrent batches into one series. An append's summaries are advanced in the sa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +64,9 @@ class Summary:
         }
 
 
-def summarize(*, key_index: list[int], steps: list[int], values: list[float]) -> Summary | None:
+def summarize(
+    *, key_index: Sequence[int] | np.ndarray, steps: Sequence[int] | np.ndarray, values: Sequence[float] | np.ndarray
+) -> Summary | None:
     """Per key (0, 1, ..., every one with a point): how many points, the first and last step,
     the value at the last; None when a (key, step) comes twice, which no append has."""
     k = np.asarray(key_index, dtype=np.intp)
