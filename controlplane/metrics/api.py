@@ -70,7 +70,22 @@ _SERIES_FIELDS: dict[str, serializers.Field[Any, Any, Any, Any]] = {
     "mean": serializers.ListField(child=serializers.FloatField(), help_text="Exact mean, rounded once."),
     "last": serializers.ListField(child=serializers.FloatField(), help_text="Value at the bucket's last step."),
 }
-_SERIES = inline_serializer("MetricSeries", {"key": serializers.CharField(), **_SERIES_FIELDS}, many=True)
+_SERIES = inline_serializer(
+    "MetricSeries",
+    {
+        "key": serializers.CharField(),
+        **_SERIES_FIELDS,
+        "time": serializers.ListField(
+            child=serializers.FloatField(allow_null=True),
+            required=False,
+            help_text=(
+                "Only with times=1: the wall time (epoch seconds) of the point at each step, "
+                "null where that point is gone."
+            ),
+        ),
+    },
+    many=True,
+)
 
 
 def check_body_size(length: int) -> None:
@@ -146,9 +161,18 @@ class MetricsView(APIView):
             ),
             OpenApiParameter("start", int_schema(0, wire.MAX_STEP), description="First step (inclusive)"),
             OpenApiParameter("end", int_schema(0, wire.MAX_STEP), description="Last step (inclusive)"),
+            OpenApiParameter(
+                "times",
+                int_schema(0, 1),
+                description=(
+                    "1: each series also has `time`, aligned with `step`: the wall time (epoch seconds) of the "
+                    "stored point at that step (a bucket's last point), for plotting against time; "
+                    "0 (default): no `time`."
+                ),
+            ),
         ],
         responses=inline_serializer("MetricSeriesList", {"run": serializers.IntegerField(), "series": _SERIES}),
-        summary="Downsampled series: per bucket min, max, mean and last",
+        summary="Downsampled series: per bucket min, max, mean and last (and with times=1, wall time)",
     )
     def get(self, request: Request, run_id: int) -> Response:
         run = accessible_run(request, run_id)
@@ -157,8 +181,11 @@ class MetricsView(APIView):
         max_points = query_int(request, "max_points", lo=1, hi=settings.METRICS_MAX_READ_POINTS, default=1000)
         start = query_int(request, "start", lo=0, hi=wire.MAX_STEP)
         end = query_int(request, "end", lo=0, hi=wire.MAX_STEP)
+        times = query_int(request, "times", lo=0, hi=1, default=0) == 1
         assert max_points is not None
-        series = selectors.series_of_run(run_id=run.id, keys=keys, max_points=max_points, start=start, end=end)
+        series = selectors.series_of_run(
+            run_id=run.id, keys=keys, max_points=max_points, start=start, end=end, times=times
+        )
         return Response({"run": run.id, "series": series})
 
 

@@ -185,6 +185,19 @@ ORDER BY spec.series_id, spec.lo
 """  # noqa: S608 (constants only)
 
 
+# The wall time of the stored point at each (series, step) asked for, in the order asked, as
+# one packed float8 column (NaN where the point is gone): one probe of the points' primary key
+# per bucket, however many series the answer holds (LATERAL: never a join that reads a whole
+# table of points to find a few thousand).
+_TIMES = """
+SELECT string_agg(float8send(coalesce(p.epoch, 'NaN')), ''::bytea ORDER BY r.ord)
+FROM unnest(%(sid)s::int8[], %(step)s::int8[]) WITH ORDINALITY AS r(series_id, step, ord)
+LEFT JOIN LATERAL (
+    SELECT extract(epoch FROM time)::float8 AS epoch FROM metrics_metricpoint p
+    WHERE p.series_id = r.series_id AND p.step = r.step) p ON true
+"""
+
+
 def _empty_values() -> dict[str, Any]:
     return {"count": 0, "step": [], "min": [], "max": [], "mean": [], "last": []}
 
@@ -208,9 +221,12 @@ def series_of_runs(
     start: int | None,
     end: int | None,
     max_series: int | None = None,
+    times: bool = False,
 ) -> list[dict[str, Any]]:
     """Each series of these runs (all keys, or the named ones), ordered by run and key, as
-    {"run", "key", "count", "step", "min", "max", "mean", "last"} over start <= step <= end.
+    {"run", "key", "count", "step", "min", "max", "mean", "last"} over start <= step <= end,
+    and with `times`, "time": the wall time (epoch seconds) of the point at each step, None
+    where that point is gone (one more query).
 
     One REPEATABLE READ transaction: the series summaries that choose raw points or buckets
     and the rows read afterwards are of one moment, so a batch landing in between cannot push
@@ -248,6 +264,8 @@ def series_of_runs(
                     out[sid].update(_empty_values())
                     raw[sid] = bounds[sid]
             _read_raw(cur, raw, out)
+            if times:
+                _read_times(cur, out)
     return list(out.values())
 
 
@@ -285,6 +303,26 @@ def _read_raw(cur: CursorWrapper, raw: dict[int, tuple[int, int, int | None]], o
     for sid, (steps, values) in columns.items():
         encoded = _encode(values)  # one point per bucket: min = max = mean = last
         out[sid].update(count=len(steps), step=steps, min=encoded, max=encoded, mean=encoded, last=encoded)
+
+
+def _read_times(cur: CursorWrapper, out: dict[int, dict[str, Any]]) -> None:
+    """Add "time" to every series of `out`: the stored point's wall time at each of its steps
+    (a bucket's step is its last point's), in one query."""
+    sids: list[int] = []
+    steps: list[int] = []
+    for sid, entry in out.items():
+        sids += [sid] * len(entry["step"])
+        steps += entry["step"]
+    packed = b""
+    if sids:
+        cur.execute(_TIMES, {"sid": sids, "step": steps})
+        packed = bytes(cur.fetchone()[0] or b"")
+    column = np.frombuffer(packed, ">f8")
+    at = 0
+    for entry in out.values():
+        n = len(entry["step"])
+        entry["time"] = [None if math.isnan(t) else t for t in column[at : at + n].tolist()]
+        at += n
 
 
 def _read_buckets(cur: CursorWrapper, plans: dict[int, Plan], out: dict[int, dict[str, Any]]) -> dict[int, int]:
@@ -352,10 +390,16 @@ def _means(digits: list[str], scales: list[int], counts: list[int], lasts: list[
 
 
 def series_of_run(
-    *, run_id: int, keys: list[str] | None, max_points: int, start: int | None, end: int | None
+    *,
+    run_id: int,
+    keys: list[str] | None,
+    max_points: int,
+    start: int | None,
+    end: int | None,
+    times: bool = False,
 ) -> list[dict[str, Any]]:
     """One run's series (the shape of GET /runs/{id}/metrics: no "run" per series)."""
-    series = series_of_runs(run_ids=[run_id], keys=keys, max_points=max_points, start=start, end=end)
+    series = series_of_runs(run_ids=[run_id], keys=keys, max_points=max_points, start=start, end=end, times=times)
     for entry in series:
         del entry["run"]
     return series

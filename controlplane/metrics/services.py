@@ -23,34 +23,40 @@ from controlplane.metrics.signals import points_stored
 from controlplane.metrics.storage import marks, merges
 from controlplane.metrics.storage.points import Points, changed_points, copy_points, stage
 from controlplane.metrics.storage.series import create_series, lock_series, summarize
-from controlplane.metrics.wire import Point, PointBatch
+from controlplane.metrics.wire import PG_EPOCH_UNIX, Point, PointBatch
 from controlplane.observability import counters
 from workers.wire import encode_value
 
 
-def _points_event(run_id: int, points: PointBatch | list[tuple[str, int, float]]) -> dict[str, Any]:
+def _points_event(run_id: int, points: PointBatch | list[tuple[str, int, float, float]]) -> dict[str, Any]:
     """The live message of a batch, as columns per key (a fraction of the bytes and the work of
-    an object per point): every point when all were new, else the changed ones."""
+    an object per point): every point when all were new, else the changed ones. `times` are the
+    points' wall times in epoch seconds, so a chart against time places them as a read would."""
     if isinstance(points, PointBatch):
         names, key_index, steps, values = points.names, points.key_index, points.steps, points.values
+        # Whole microseconds since 1970 over 1e6: the correctly rounded float PostgreSQL's extract(epoch) gives.
+        times = ((np.asarray(points.times, dtype=np.int64) + PG_EPOCH_UNIX * 1_000_000) / 1e6).tolist()
     else:
         index: dict[str, int] = {}
-        key_index = [index.setdefault(key, len(index)) for key, _, _ in points]
-        names, steps, values = list(index), [step for _, step, _ in points], [value for _, _, value in points]
+        key_index = [index.setdefault(key, len(index)) for key, _, _, _ in points]
+        names, steps, values = list(index), [step for _, step, _, _ in points], [value for _, _, value, _ in points]
+        times = [time for _, _, _, time in points]
     finite = bool(np.isfinite(np.asarray(values, dtype=np.float64)).all())
     if len(names) == 1:
-        columns = [(names[0], steps, values)]
+        columns = [(names[0], steps, values, times)]
     else:
         keys = np.asarray(key_index, dtype=np.intp)
         order = np.argsort(keys, kind="stable")
         bounds = np.searchsorted(keys[order], np.arange(len(names) + 1))
         step_array, value_array = np.asarray(steps, dtype=np.int64)[order], np.asarray(values, dtype=np.float64)[order]
+        time_array = np.asarray(times, dtype=np.float64)[order]
         columns = [
-            (name, step_array[lo:hi].tolist(), value_array[lo:hi].tolist())
+            (name, step_array[lo:hi].tolist(), value_array[lo:hi].tolist(), time_array[lo:hi].tolist())
             for name, lo, hi in zip(names, bounds[:-1], bounds[1:], strict=True)
         ]
     series = [
-        {"key": key, "steps": s, "values": v if finite else [encode_value(x) for x in v]} for key, s, v in columns
+        {"key": key, "steps": s, "values": v if finite else [encode_value(x) for x in v], "times": t}
+        for key, s, v, t in columns
     ]
     return {"type": "metrics.points", "run_id": run_id, "series": series}
 

@@ -119,10 +119,12 @@ def _upsert(cur: CursorWrapper) -> None:
     )
 
 
-def changed_points(cur: CursorWrapper) -> list[tuple[str, int, float]]:
-    """(key, step, value) of what the upsert path wrote, for the live event."""
+def changed_points(cur: CursorWrapper) -> list[tuple[str, int, float, float]]:
+    """(key, step, value, time in epoch seconds) of what the upsert path wrote, for the live
+    event; the time from the point as stored (CHANGED has none)."""
     cur.execute(
-        f"SELECT s.key, c.step, c.value FROM {CHANGED} c "
-        "JOIN metrics_metricseries s ON s.id = c.series_id ORDER BY c.series_id, c.step"
+        f"SELECT s.key, c.step, c.value, extract(epoch FROM p.time)::float8 FROM {CHANGED} c "
+        "JOIN metrics_metricseries s ON s.id = c.series_id "
+        "JOIN metrics_metricpoint p ON p.series_id = c.series_id AND p.step = c.step ORDER BY c.series_id, c.step"
     )
-    return [(str(key), int(step), float(value)) for key, step, value in cur.fetchall()]
+    return [(str(key), int(step), float(value), float(time)) for key, step, value, time in cur.fetchall()]

@@ -162,24 +162,44 @@ def test_the_live_event_carries_each_keys_points_as_columns_in_batch_order():
 
     body = {
         "points": [
-            {"key": "b", "step": 5, "value": 1.5},
-            {"key": "a", "step": 2, "value": 0.25},
-            {"key": "b", "step": 3, "value": "NaN"},
-            {"key": "a", "step": 9, "value": 7},
+            {"key": "b", "step": 5, "value": 1.5, "time": 1_764_504_000.25},
+            {"key": "a", "step": 2, "value": 0.25, "time": "2025-11-30T12:00:01.5Z"},
+            {"key": "b", "step": 3, "value": "NaN", "time": 1_764_504_002},
+            {"key": "a", "step": 9, "value": 7, "time": 1_764_504_003.000001},
         ]
     }
     event = _points_event(4, wire.parse_points(body, max_points=10))
+    # Each point's wall time in epoch seconds, as a read with times=1 gives it.
     assert event == {
         "type": "metrics.points",
         "run_id": 4,
         "series": [
-            {"key": "b", "steps": [5, 3], "values": [1.5, "NaN"]},
-            {"key": "a", "steps": [2, 9], "values": [0.25, 7.0]},
+            {"key": "b", "steps": [5, 3], "values": [1.5, "NaN"], "times": [1_764_504_000.25, 1_764_504_002.0]},
+            {"key": "a", "steps": [2, 9], "values": [0.25, 7.0], "times": [1_764_504_001.5, 1_764_504_003.000001]},
         ],
     }
-    # What an upsert changed: (key, step, value) rows, finite values left as numbers.
-    changed = _points_event(4, [("x", 1, 0.5), ("y", 2, -1.0), ("x", 3, 2.0)])
+    # What an upsert changed: (key, step, value, time) rows, finite values left as numbers.
+    changed = _points_event(4, [("x", 1, 0.5, 10.5), ("y", 2, -1.0, 11.0), ("x", 3, 2.0, 12.0)])
     assert changed["series"] == [
-        {"key": "x", "steps": [1, 3], "values": [0.5, 2.0]},
-        {"key": "y", "steps": [2], "values": [-1.0]},
+        {"key": "x", "steps": [1, 3], "values": [0.5, 2.0], "times": [10.5, 12.0]},
+        {"key": "y", "steps": [2], "values": [-1.0], "times": [11.0]},
     ]
+
+
+@pytest.mark.django_db
+def test_the_live_event_of_a_partial_replay_carries_the_stored_times(
+    run, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks
+):
+    from controlplane import events
+    from controlplane.metrics.services import metrics_ingest
+
+    sent: list = []
+    monkeypatch.setattr(events, "publish", lambda run_id, event: sent.append(event))
+    first = [{"key": "k", "step": s, "value": s, "time": 1_764_504_000 + s} for s in range(5)]
+    # A replay of steps 1 and 2 in which only step 2 changes: the event holds what an upsert changed.
+    replay = [{**first[1]}, {"key": "k", "step": 2, "value": 9, "time": 1_764_504_100.5}]
+    for body in (first, replay):
+        with django_capture_on_commit_callbacks(execute=True):
+            metrics_ingest(run_id=run.id, points=wire.parse_points({"points": body}, max_points=10))
+    events_ = [e() if callable(e) else e for e in sent]
+    assert events_[-1]["series"] == [{"key": "k", "steps": [2], "values": [9.0], "times": [1_764_504_100.5]}]

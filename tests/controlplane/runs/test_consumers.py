@@ -45,18 +45,20 @@ async def test_a_member_gets_a_snapshot_then_points_and_state_changes(owner: Per
     snapshot = await receive(ws)
     assert snapshot["type"] == "run.snapshot" and snapshot["run"]["status"] == "QUEUED"
 
-    points = parse_points({"points": [{"key": "reward/mean", "step": s, "value": s} for s in range(3)]}, max_points=10)
+    body = {"points": [{"key": "reward/mean", "step": s, "value": s, "time": 1_764_504_000 + s / 4} for s in range(3)]}
+    points = parse_points(body, max_points=10)
     await sync_to_async(metrics_ingest)(run_id=run.id, points=points)
     event = await receive(ws)
     assert event["type"] == "metrics.points"
-    assert event["series"] == [{"key": "reward/mean", "steps": [0, 1, 2], "values": [0.0, 1.0, 2.0]}]
+    times = [1_764_504_000.0, 1_764_504_000.25, 1_764_504_000.5]  # each point's wall time, epoch seconds
+    assert event["series"] == [{"key": "reward/mean", "steps": [0, 1, 2], "values": [0.0, 1.0, 2.0], "times": times}]
 
     # A replay changes nothing, so nothing is pushed; a NaN travels as a string.
     await sync_to_async(metrics_ingest)(run_id=run.id, points=points)
-    nan = parse_points({"points": [{"key": "policy/loss", "step": 0, "value": "NaN"}]}, max_points=10)
+    nan = parse_points({"points": [{"key": "policy/loss", "step": 0, "value": "NaN", "time": 1e9}]}, max_points=10)
     await sync_to_async(metrics_ingest)(run_id=run.id, points=nan)
     event = await receive(ws)
-    assert event["series"] == [{"key": "policy/loss", "steps": [0], "values": ["NaN"]}]
+    assert event["series"] == [{"key": "policy/loss", "steps": [0], "values": ["NaN"], "times": [1e9]}]
 
     attempt_id = await sync_to_async(lambda: run.attempts.get().id)()
     await sync_to_async(transition)(attempt_id, [RunStatus.QUEUED], RunStatus.DISPATCHING)
