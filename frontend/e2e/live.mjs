@@ -9,7 +9,10 @@
  * Logs in, finds the run in the runs table (screenshot runs.png), opens it,
  * waits for a metric chart, and waits until a chart's point count grows
  * without a page reload, i.e. live points arrived over the websocket
- * (screenshot run.png). BARREL_RUN_ID must be RUNNING and receiving metrics.
+ * (screenshot run.png); then switches the x axis to relative time and waits
+ * for that chart to grow again, its legend showing time and step on hover
+ * (run-relative-time.png), and shows the wall clock (run-wall-clock.png). BARREL_RUN_ID must be
+ * RUNNING and receiving metrics.
  *
  * Optional: BARREL_METRIC_KEY (watch only this key), BARREL_GROWTH_TIMEOUT_S
  * (default 60), BARREL_CHROMIUM (default /usr/bin/chromium).
@@ -122,6 +125,36 @@ async function main() {
     log(`live: ${grown.key} grew from ${grown.from} to ${grown.to} points without a reload`);
     noPageErrors(browserErrors);
     await page.screenshot({ path: path.join(shots, "run.png"), fullPage: true });
+
+    // ---- the same charts against relative time: read again with wall times, still live
+    await page.locator('[data-testid="x-axis"]').selectOption("relative");
+    const timedChart = page.locator(`[data-testid="chart-${grown.key}"]`);
+    await timedChart.locator('[data-testid^="points-"]').waitFor({ timeout: 30_000 });
+    const xLegend = (await timedChart.locator(".u-legend .u-series").first().innerText()).trim();
+    if (!xLegend.startsWith("time")) throw new CheckFailed(`against relative time the legend's x is ${JSON.stringify(xLegend)}, not the time`);
+    const timedFrom = Number((await timedChart.locator('[data-testid^="points-"]').innerText()).trim());
+    await page
+      .waitForFunction(
+        ([selector, from]) => Number(document.querySelector(selector)?.textContent?.trim() ?? "0") > from,
+        /** @type {[string, number]} */ ([`[data-testid="points-${grown.key}"]`, timedFrom]),
+        { timeout: growthTimeoutMs },
+      )
+      .catch(() => {
+        throw new CheckFailed(`against relative time, ${grown?.key} received no live point`);
+      });
+    log(`relative time: ${grown.key} grew past ${timedFrom} points live`);
+    // Hovering a point shows its time and its step.
+    const over = await timedChart.locator(".u-over").boundingBox();
+    if (over) await page.mouse.move(over.x + over.width * 0.98, over.y + over.height / 2);
+    const hovered = (await timedChart.locator(".u-legend .u-series").first().innerText()).trim();
+    if (!/\d(s|min|h).* · step \d+/.test(hovered)) throw new CheckFailed(`hovering shows ${JSON.stringify(hovered)}, not a time and a step`);
+    log(`hover: ${hovered}`);
+    noPageErrors(browserErrors);
+    await page.screenshot({ path: path.join(shots, "run-relative-time.png"), fullPage: true });
+    await page.locator('[data-testid="x-axis"]').selectOption("wall");
+    await timedChart.locator('[data-testid^="points-"]').waitFor({ timeout: 30_000 });
+    await page.screenshot({ path: path.join(shots, "run-wall-clock.png"), fullPage: false });
+    await page.locator('[data-testid="x-axis"]').selectOption("step");
     log(`screenshots in ${shots}`);
   } catch (error) {
     await page.screenshot({ path: path.join(shots, "failure.png"), fullPage: true }).catch(() => undefined);

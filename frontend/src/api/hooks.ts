@@ -221,6 +221,7 @@ export async function fetchRunSeries(
   queryClient: QueryClient,
   runId: number,
   signal?: AbortSignal,
+  times = false,
 ): Promise<SeriesByKey> {
   const startedAt = performance.now();
   // staleTime 1 s: reuse keys that the page just fetched, but refetch after a resync.
@@ -229,7 +230,7 @@ export async function fetchRunSeries(
   const responses = await Promise.all(
     chunkKeys(names).map((chunk) =>
       apiRequest<MetricsResponse>(`/runs/${runId}/metrics`, {
-        query: { keys: chunk, max_points: MAX_POINTS },
+        query: { keys: chunk, max_points: MAX_POINTS, ...(times ? { times: 1 } : {}) },
         signal,
       }),
     ),
@@ -243,11 +244,12 @@ export async function fetchRunSeries(
   return applyLatePoints(fetched, liveBufferFor(runId).since(startedAt));
 }
 
-export function useMetricSeries(runId: number) {
+/** A run's series; with `times`, each with its wall times too (a separate cache entry, patched live alike). */
+export function useMetricSeries(runId: number, times = false) {
   const queryClient = useQueryClient();
   return useQuery({
-    queryKey: queryKeys.metricSeries(runId),
-    queryFn: ({ signal }) => fetchRunSeries(queryClient, runId, signal),
+    queryKey: queryKeys.metricSeries(runId, times),
+    queryFn: ({ signal }) => fetchRunSeries(queryClient, runId, signal, times),
     // Live points patch this entry; a resync invalidates it.
     staleTime: Number.POSITIVE_INFINITY,
   });

@@ -16,6 +16,11 @@ export interface Series {
   max: number[];
   mean: number[];
   last: number[];
+  /**
+   * Wall time (epoch seconds) of the point at each step, when the series was read with times
+   * (`?times=1`): null where that point is gone. Absent otherwise.
+   */
+  time?: (number | null)[];
 }
 
 /** Series of one run by key, in the order they were listed. */
@@ -25,6 +30,8 @@ export interface LivePoint {
   key: string;
   step: number;
   value: number;
+  /** The point's wall time (epoch seconds), as the live message gives it. */
+  time?: number;
 }
 
 export function seriesFromWire(wire: MetricSeriesWire): Series {
@@ -36,14 +43,18 @@ export function seriesFromWire(wire: MetricSeriesWire): Series {
     max: parseWireFloats(wire.max),
     mean: parseWireFloats(wire.mean),
     last: parseWireFloats(wire.last),
+    ...(wire.time ? { time: wire.time.map((t) => (typeof t === "number" ? t : null)) } : {}),
   };
 }
 
 /** The points of a live `metrics.points` message (columns per key), one by one. */
 export function livePointsFromWire(series: readonly LiveSeriesWire[]): LivePoint[] {
   const points: LivePoint[] = [];
-  for (const { key, steps, values } of series) {
-    steps.forEach((step, i) => points.push({ key, step, value: parseWireFloat(values[i]) }));
+  for (const { key, steps, values, times } of series) {
+    steps.forEach((step, i) => {
+      const time = times?.[i];
+      points.push(time === undefined ? { key, step, value: parseWireFloat(values[i]) } : { key, step, value: parseWireFloat(values[i]), time });
+    });
   }
   return points;
 }
@@ -53,7 +64,7 @@ export function emptySeries(key: string): Series {
 }
 
 /** Index of the first step >= target (binary search; steps ascend). */
-function lowerBound(steps: readonly number[], target: number): number {
+export function lowerBound(steps: readonly number[], target: number): number {
   let lo = 0;
   let hi = steps.length;
   while (lo < hi) {
@@ -81,7 +92,10 @@ export function mergePoints(series: Series, points: readonly LivePoint[]): Serie
     mean: series.mean.slice(),
     last: series.last.slice(),
   };
-  for (const { step, value } of points) {
+  // A series read with times keeps them aligned: a live point without one (an older server) has none.
+  const time = series.time?.slice() ?? (series.step.length === 0 && points.some((p) => p.time !== undefined) ? [] : undefined);
+  if (time) out.time = time;
+  for (const { step, value, time: when } of points) {
     const n = out.step.length;
     // Live points nearly always come after the last step: append without searching.
     const at = n === 0 || (out.step[n - 1] as number) < step ? n : lowerBound(out.step, step);
@@ -90,6 +104,7 @@ export function mergePoints(series: Series, points: readonly LivePoint[]): Serie
       out.max[at] = value;
       out.mean[at] = value;
       out.last[at] = value;
+      if (time) time[at] = when ?? null;
       continue;
     }
     out.step.splice(at, 0, step);
@@ -97,6 +112,7 @@ export function mergePoints(series: Series, points: readonly LivePoint[]): Serie
     out.max.splice(at, 0, value);
     out.mean.splice(at, 0, value);
     out.last.splice(at, 0, value);
+    time?.splice(at, 0, when ?? null);
     out.count += 1;
   }
   return out;

@@ -11,7 +11,9 @@ export const queryKeys = {
   run: (runId: number) => ["run", runId] as const,
   runDetail: (runId: number) => ["run", runId, "detail"] as const,
   metricKeys: (runId: number) => ["run", runId, "metric-keys"] as const,
-  metricSeries: (runId: number) => ["run", runId, "metric-series"] as const,
+  /** With `times`, the same series read with their wall times (a run page plotting against time). */
+  metricSeries: (runId: number, times = false) =>
+    times ? (["run", runId, "metric-series", "times"] as const) : (["run", runId, "metric-series"] as const),
   samples: (runId: number) => ["run", runId, "samples"] as const,
   checkpoints: (runId: number) => ["run", runId, "checkpoints"] as const,
   diagnosis: (runId: number) => ["run", runId, "diagnosis"] as const,

@@ -133,6 +133,8 @@ export interface LiveSeriesWire {
   key: string;
   steps: number[];
   values: WireFloat[];
+  /** Each point's wall time, epoch seconds (as GET /runs/{id}/metrics?times=1 reads it back). */
+  times?: number[];
 }
 
 export interface WsMetricsPoints extends WsEvent {

@@ -5,15 +5,21 @@ import "uplot/dist/uPlot.min.css";
 import { formatMetricValue } from "../../api/nonfinite";
 import type { Series } from "../../api/metrics";
 import {
+  ELAPSED_INCREMENTS,
   STEP_INCREMENTS,
+  formatElapsed,
+  formatElapsedValue,
   formatTicks,
   isRaw,
   latestValue,
-  stepRange,
-  toUplotData,
+  plotted,
   unitOf,
+  xOfStep,
+  zoomSteps,
   type ChartView,
+  type Plotted,
   type StepMark,
+  type XAxis,
 } from "./charts";
 import { yScale } from "./scales";
 
@@ -37,12 +43,17 @@ const MARK_COLOURS: Record<StepMark["kind"], string> = {
   focus: "#cc79a7",
 };
 
-/** Checkpoints and resumes as dashed vertical lines across the plot; a linked-to step solid. */
-function drawMarks(plot: uPlot, marks: readonly StepMark[]): void {
+/**
+ * Checkpoints and resumes as dashed vertical lines across the plot; a linked-to step solid.
+ * Marks are steps: `xOf` places one on the x axis (against time, at its step's time).
+ */
+function drawMarks(plot: uPlot, marks: readonly StepMark[], xOf: (step: number) => number | null): void {
   const { ctx, bbox } = plot;
   ctx.save();
   for (const mark of marks) {
-    const x = Math.round(plot.valToPos(mark.step, "x", true));
+    const at = xOf(mark.step);
+    if (at === null) continue;
+    const x = Math.round(plot.valToPos(at, "x", true));
     if (x < bbox.left || x > bbox.left + bbox.width) continue;
     const focus = mark.kind === "focus";
     ctx.lineWidth = Math.max(1, devicePixelRatio) * (focus ? 2 : 1);
@@ -56,25 +67,61 @@ function drawMarks(plot: uPlot, marks: readonly StepMark[]): void {
   ctx.restore();
 }
 
+/** A wall-clock time (epoch seconds) in local time, for the legend. */
+function formatClock(seconds: number): string {
+  return new Date(seconds * 1000).toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium" });
+}
+
+/** The x axis: steps in whole numbers, elapsed time in s / min / h, or uPlot's local-time axis. */
+function xAxisOptions(xAxis: XAxis): uPlot.Axis {
+  const common = { stroke: "#555", font: AXIS_FONT, grid: { stroke: "#eee" }, ticks: { stroke: "#ddd" }, labelSize: 18, labelFont: AXIS_FONT };
+  if (xAxis === "wall") return { ...common, label: "local time" };
+  if (xAxis === "relative") {
+    return { ...common, incrs: ELAPSED_INCREMENTS, values: (_u, splits) => formatElapsed(splits), label: "time since the run's first point" };
+  }
+  return { ...common, incrs: STEP_INCREMENTS, values: (_u, splits) => formatTicks(splits), label: "step" };
+}
+
+/** The x series of the legend: the step; against time, the time and the step of the point under the cursor. */
+function xSeries(xAxis: XAxis, stepAt: (idx: number) => number | undefined): uPlot.Series {
+  if (xAxis === "step") return { label: "step", value: (_u, v) => (v == null ? "–" : String(v)) };
+  const format = xAxis === "wall" ? formatClock : formatElapsedValue;
+  return {
+    label: "time",
+    value: (_u, v, _s, idx) => {
+      if (v == null) return "–";
+      const step = idx == null ? undefined : stepAt(idx);
+      return step === undefined ? format(v) : `${format(v)} · step ${step}`;
+    },
+  };
+}
+
 function chartOptions(
   title: string,
   width: number,
   logScale: boolean,
+  xAxis: XAxis,
   onXScale: (plot: uPlot) => void,
   marks: () => readonly StepMark[],
+  shown: () => Plotted | null,
 ): uPlot.Options {
   const unit = unitOf(title);
+  const xOf = (step: number) => (xAxis === "step" ? step : (() => {
+    const map = shown()?.map;
+    return map ? xOfStep(map, step) : null;
+  })());
   return {
     width,
     height: HEIGHT,
     scales: {
-      x: { time: false },
+      // Against the wall clock, uPlot's time scale (epoch seconds, local time ticks).
+      x: { time: xAxis === "wall" },
       y: yScale(logScale),
     },
     legend: { show: true, live: true },
     cursor: { drag: { x: true, y: false } },
     series: [
-      { label: "step", value: (_u, v) => (v == null ? "–" : String(v)) },
+      xSeries(xAxis, (idx) => shown()?.steps[idx]),
       {
         label: title.includes("/") ? "mean" : title,
         stroke: LINE_RAW,
@@ -91,20 +138,10 @@ function chartOptions(
     bands: [{ series: [3, 2], fill: BAND }],
     hooks: {
       setScale: [(plot, scaleKey) => scaleKey === "x" && onXScale(plot)],
-      draw: [(plot) => drawMarks(plot, marks())],
+      draw: [(plot) => drawMarks(plot, marks(), xOf)],
     },
     axes: [
-      {
-        stroke: "#555",
-        font: AXIS_FONT,
-        grid: { stroke: "#eee" },
-        ticks: { stroke: "#ddd" },
-        incrs: STEP_INCREMENTS,
-        values: (_u, splits) => formatTicks(splits),
-        label: "step",
-        labelSize: 18,
-        labelFont: AXIS_FONT,
-      },
+      xAxisOptions(xAxis),
       {
         stroke: "#555",
         font: AXIS_FONT,
@@ -123,7 +160,9 @@ interface MetricChartProps {
   metricKey: string;
   series: Series;
   view: ChartView;
-  /** Checkpoints and resumes, drawn on the step axis. */
+  /** Against relative time: the run's first point's wall time (epoch seconds), time 0 of every chart. */
+  origin?: number | null;
+  /** Checkpoints and resumes, drawn at their steps (against time, at their steps' times). */
   marks?: readonly StepMark[];
   /** The series over [start, end] at full resolution (finer buckets, or raw points): asked for on zoom. */
   fetchRange?: (key: string, start: number, end: number, signal: AbortSignal) => Promise<Series>;
@@ -151,20 +190,33 @@ interface Zoom {
  * raw points, and shows that until the zoom is reset (double click, or the reset button); live
  * points keep arriving in the overview meanwhile.
  */
-function MetricChartImpl({ metricKey, series, view, marks = NO_MARKS, fetchRange, pinned = false, onPin }: MetricChartProps) {
+function MetricChartImpl({
+  metricKey,
+  series,
+  view,
+  origin = null,
+  marks = NO_MARKS,
+  fetchRange,
+  pinned = false,
+  onPin,
+}: MetricChartProps) {
   const containerRef = useRef<HTMLDivElement>(null);
   const plotRef = useRef<uPlot | null>(null);
   const zoomRef = useRef<Zoom | null>(null);
+  // What the plot shows: its x values' steps (legend), and the step → x map (marks, zoom).
+  const shownRef = useRef<Plotted | null>(null);
   // Set while this component itself changes the plot's data, whose scale change is not a zoom.
   const applyingRef = useRef(false);
-  const latest = useRef({ series, view, marks, fetchRange });
-  latest.current = { series, view, marks, fetchRange };
+  const latest = useRef({ series, view, origin, marks, fetchRange });
+  latest.current = { series, view, origin, marks, fetchRange };
   const [zoom, setZoom] = useState<Zoom | null>(null);
 
   const apply = (plot: uPlot, shown: Series, resetScales: boolean) => {
     applyingRef.current = true;
     try {
-      plot.setData(toUplotData(shown, latest.current.view), resetScales);
+      const next = plotted(shown, latest.current.view, latest.current.origin);
+      shownRef.current = next;
+      plot.setData(next.data, resetScales);
     } finally {
       applyingRef.current = false;
     }
@@ -186,10 +238,10 @@ function MetricChartImpl({ metricKey, series, view, marks = NO_MARKS, fetchRange
     };
     const onXScale = (p: uPlot) => {
       if (applyingRef.current) return;
-      const full = latest.current.series.step;
-      const range = stepRange(p.scales.x?.min, p.scales.x?.max);
-      const zoomed = range !== null && full.length > 0 && (range[0] > full[0]! || range[1] < full[full.length - 1]!);
-      if (!zoomed) {
+      const { min, max } = p.scales.x ?? {};
+      const { origin: o, series: overview } = latest.current;
+      const range = zoomSteps(overview, shownRef.current?.map ?? null, view.xAxis, o, min, max);
+      if (range === null) {
         if (zoomRef.current && !zoomRef.current.series) unzoom();
         return;
       }
@@ -217,7 +269,7 @@ function MetricChartImpl({ metricKey, series, view, marks = NO_MARKS, fetchRange
       }, ZOOM_FETCH_DELAY_MS);
     };
     const plot = new uPlot(
-      chartOptions(metricKey, width, view.logScale, onXScale, () => latest.current.marks),
+      chartOptions(metricKey, width, view.logScale, view.xAxis, onXScale, () => latest.current.marks, () => shownRef.current),
       [[], [], [], [], []],
       container,
     );
@@ -242,9 +294,9 @@ function MetricChartImpl({ metricKey, series, view, marks = NO_MARKS, fetchRange
       plotRef.current = null;
       unzoomRef.current = null;
     };
-    // A log axis is a different chart (uPlot fixes a scale's distribution when it creates it);
-    // smoothing is only new data.
-  }, [metricKey, view.logScale]);
+    // A log axis is a different chart (uPlot fixes a scale's distribution when it creates it), and
+    // so is a time axis (its scale, ticks and legend); smoothing is only new data.
+  }, [metricKey, view.logScale, view.xAxis]);
   const unzoomRef = useRef<(() => void) | null>(null);
 
   useEffect(() => {
@@ -253,7 +305,7 @@ function MetricChartImpl({ metricKey, series, view, marks = NO_MARKS, fetchRange
     const current = zoomRef.current;
     if (current?.series) apply(plot, current.series, false);
     else apply(plot, series, current === null); // a zoomed view keeps its range as points arrive
-  }, [series, metricKey, view]);
+  }, [series, metricKey, view, origin]);
 
   useEffect(() => {
     plotRef.current?.redraw(false, false);

@@ -222,7 +222,7 @@ describe("the run page", () => {
     await waitFor(() => expect((plots.fed.get("mean")?.[4] as number[])[1]).toBeCloseTo(5 / 12));
     expect(plots.fed.get("mean")?.[1]).toEqual([0.25, 0.5]); // the raw mean stays under it
     fireEvent.click(screen.getByTestId("log-scale"));
-    expect(JSON.parse(localStorage.getItem("barrel.chartView") ?? "{}")).toEqual({ smoothing: 0.5, logScale: true });
+    expect(JSON.parse(localStorage.getItem("barrel.chartView") ?? "{}")).toEqual({ smoothing: 0.5, logScale: true, xAxis: "step" });
     cleanup();
     runPageApi();
     renderRun();
@@ -250,6 +250,57 @@ describe("the run page", () => {
     fireEvent.click(screen.getByRole("button", { name: "reset zoom" }));
     expect(plots.fed.get("mean")?.[0]).toEqual([0, 10]);
     expect(screen.getByTestId("points-reward/mean").textContent).toBe("2");
+  });
+
+  it("plots against relative time: reads the times, places live points and zooms by the steps of the dragged time", async () => {
+    localStorage.removeItem("barrel.chartView");
+    const T0 = 1_764_504_000;
+    const api = runPageApi({
+      "GET /api/v1/runs/5/metrics": (url) => {
+        const times = url.searchParams.get("times") === "1";
+        const wire = (step: number[], time: number[], mean: number[]) => ({
+          key: "reward/mean",
+          count: step.length,
+          step,
+          min: mean,
+          max: mean,
+          mean,
+          last: mean,
+          ...(times ? { time } : {}),
+        });
+        return url.searchParams.get("start") === null
+          ? { run: 5, series: [wire([0, 10, 20], [T0, T0 + 60, T0 + 600], [0.25, 0.5, 0.75])] }
+          : { run: 5, series: [wire([11, 12], [T0 + 100, T0 + 200], [0.6, 0.7])] };
+      },
+    });
+    renderRun();
+    await screen.findByTestId("points-reward/mean");
+    expect(plots.fed.get("mean")?.[0]).toEqual([0, 10, 20]);
+    fireEvent.change(screen.getByTestId("x-axis"), { target: { value: "relative" } });
+    // Read again with times; x is seconds since the run's first point.
+    await waitFor(() => expect(plots.fed.get("mean")?.[0]).toEqual([0, 60, 600]));
+    expect(api.calls).toContain("GET /api/v1/runs/5/metrics?keys=reward%2Fmean&max_points=1000&times=1");
+    expect(JSON.parse(localStorage.getItem("barrel.chartView") ?? "{}")).toEqual({ smoothing: 0, logScale: false, xAxis: "relative" });
+
+    // A live point lands at its own time.
+    const socket = FakeWebSocket.latest();
+    socket.accept();
+    socket.send({ type: "run.snapshot", run: runSummary(), seq: 1, epoch: "e1" });
+    socket.send({
+      type: "metrics.points",
+      run_id: 5,
+      series: [{ key: "reward/mean", steps: [30], values: [1], times: [T0 + 900] }],
+      seq: 2,
+      epoch: "e1",
+    });
+    await waitFor(() => expect(plots.fed.get("mean")?.[0]).toEqual([0, 60, 600, 900]));
+
+    // Dragging 90 s .. 300 s asks for the steps of the points either side: 10 .. 20.
+    act(() => plots.made.get("mean")?.zoom(90, 300));
+    await waitFor(() => expect(screen.getByTestId("zoom-reward/mean").textContent).toBe("2 pts (raw)"));
+    expect(api.calls).toContain("GET /api/v1/runs/5/metrics?keys=reward%2Fmean&start=10&end=20&max_points=1000&times=1");
+    expect(plots.fed.get("mean")?.[0]).toEqual([100, 200]);
+    localStorage.removeItem("barrel.chartView");
   });
 
   it("pins a chart to the top for the project's runs, folds a namespace, and draws the reward distribution", async () => {

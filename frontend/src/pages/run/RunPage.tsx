@@ -15,17 +15,21 @@ import { isQueuedForAdmission, queuedParts } from "./queued";
 import { EtaCell } from "../queue/QueuePage";
 import { formatResources } from "../queue/format";
 import {
-  DEFAULT_VIEW,
+  X_AXES,
   distributionsOf,
   focusStep,
   groupByNamespace,
+  isTimeAxis,
   loadLayout,
   saveLayout,
   stepMarks,
+  timeOrigin,
   toggled,
+  viewFrom,
   withFocus,
   type ChartLayout,
   type ChartView,
+  type XAxis,
 } from "./charts";
 import { DistributionChart } from "./DistributionChart";
 import { ConfigPanel } from "./ConfigPanel";
@@ -291,14 +295,13 @@ function FailureBox({ run }: { run: RunDetail }) {
 
 const VIEW_STORAGE = "barrel.chartView";
 
-/** The charts' smoothing and y axis, remembered in this browser across runs. */
+/** The charts' smoothing, y axis and x axis, remembered in this browser across runs. */
 function useChartView(): [ChartView, (view: ChartView) => void] {
   const [view, setView] = useState<ChartView>(() => {
     try {
-      const saved = JSON.parse(localStorage.getItem(VIEW_STORAGE) ?? "null") as Partial<ChartView> | null;
-      return { ...DEFAULT_VIEW, ...(saved ?? {}) };
+      return viewFrom(JSON.parse(localStorage.getItem(VIEW_STORAGE) ?? "null"));
     } catch {
-      return DEFAULT_VIEW;
+      return viewFrom(null);
     }
   });
   const save = useCallback((next: ChartView) => {
@@ -334,13 +337,32 @@ function ChartControls({ view, onChange }: { view: ChartView; onChange: (view: C
         />{" "}
         log y axis
       </label>
+      <label>
+        x axis{" "}
+        <select
+          value={view.xAxis}
+          onChange={(e) => onChange({ ...view, xAxis: e.target.value as XAxis })}
+          data-testid="x-axis"
+          aria-label="x axis"
+        >
+          {X_AXES.map((x) => (
+            <option key={x.value} value={x.value}>
+              {x.label}
+            </option>
+          ))}
+        </select>
+      </label>
     </div>
   );
 }
 
 function Charts({ runId, projectId, attempts }: { runId: number; projectId: number; attempts: Attempt[] }) {
-  const series = useMetricSeries(runId);
   const [view, setView] = useChartView();
+  // Against time, the series are read with their points' wall times (a cache entry of their own).
+  const timed = isTimeAxis(view.xAxis);
+  const series = useMetricSeries(runId, timed);
+  // Relative time counts from the run's first point, the same 0 on every chart.
+  const origin = useMemo(() => (timed && series.data ? timeOrigin(Object.values(series.data)) : null), [timed, series.data]);
   const checkpoints = useCheckpoints(runId);
   const [params] = useSearchParams();
   const focus = focusStep(params.get("step"));
@@ -360,13 +382,13 @@ function Charts({ runId, projectId, attempts }: { runId: number; projectId: numb
   const fetchRange = useCallback(
     async (key: string, start: number, end: number, signal: AbortSignal): Promise<Series> => {
       const answer = await apiRequest<MetricsResponse>(`/runs/${runId}/metrics`, {
-        query: { keys: [key], start, end, max_points: MAX_POINTS },
+        query: { keys: [key], start, end, max_points: MAX_POINTS, ...(timed ? { times: 1 } : {}) },
         signal,
       });
       const wire = answer.series.find((s) => s.key === key);
       return wire ? seriesFromWire(wire) : emptySeries(key);
     },
-    [runId],
+    [runId, timed],
   );
   const [layout, setLayout] = useState<ChartLayout>(() => loadLayout(projectId));
   const changeLayout = (next: ChartLayout) => {
@@ -398,6 +420,7 @@ function Charts({ runId, projectId, attempts }: { runId: number; projectId: numb
         metricKey={key}
         series={s}
         view={view}
+        origin={origin}
         marks={marks}
         fetchRange={fetchRange}
         pinned={layout.pinned.includes(key)}

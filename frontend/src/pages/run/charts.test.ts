@@ -92,7 +92,7 @@ describe("toUplotData", () => {
   });
 
   it("leaves values at or below zero out of a log axis", () => {
-    const data = toUplotData({ ...series, min: [-1, Number.NaN, 0], mean: [0, Number.NaN, 2] }, { smoothing: 0, logScale: true });
+    const data = toUplotData({ ...series, min: [-1, Number.NaN, 0], mean: [0, Number.NaN, 2] }, { smoothing: 0, logScale: true, xAxis: "step" });
     expect(data[1]).toEqual([null, null, 2]);
     expect(data[2]).toEqual([null, null, null]);
     expect(data[4]).toEqual([null, null, 2]);

@@ -1,7 +1,7 @@
 import type uPlot from "uplot";
 
 import { toPlottable } from "../../api/nonfinite";
-import type { Series } from "../../api/metrics";
+import { lowerBound, type Series } from "../../api/metrics";
 
 /**
  * Namespaces in the order a researcher reads a run: what it learns (reward, held-out eval), whether
@@ -78,24 +78,229 @@ export function smoothEma(values: readonly number[], weight: number): (number | 
   });
 }
 
-/** What the run page's charts show: smoothing weight and a log y axis. */
+/**
+ * What the charts' x axis is: the step, the wall time since the run's first point (TensorBoard's
+ * "Relative", W&B's "Relative Time"), or the wall clock in local time.
+ */
+export type XAxis = "step" | "relative" | "wall";
+
+export const X_AXES: readonly { value: XAxis; label: string }[] = [
+  { value: "step", label: "Step" },
+  { value: "relative", label: "Relative time" },
+  { value: "wall", label: "Wall clock" },
+];
+
+/** What the run page's charts show: smoothing weight, a log y axis and what the x axis is. */
 export interface ChartView {
   smoothing: number;
   logScale: boolean;
+  xAxis: XAxis;
 }
 
-export const DEFAULT_VIEW: ChartView = { smoothing: 0, logScale: false };
+export const DEFAULT_VIEW: ChartView = { smoothing: 0, logScale: false, xAxis: "step" };
+
+/** A view as stored (this browser's localStorage, maybe from an older version): what is not valid is the default. */
+export function viewFrom(saved: unknown): ChartView {
+  const v = (saved && typeof saved === "object" ? saved : {}) as Partial<Record<keyof ChartView, unknown>>;
+  return {
+    smoothing:
+      typeof v.smoothing === "number" && v.smoothing >= 0 && v.smoothing < 1 ? v.smoothing : DEFAULT_VIEW.smoothing,
+    logScale: typeof v.logScale === "boolean" ? v.logScale : DEFAULT_VIEW.logScale,
+    xAxis: X_AXES.some((x) => x.value === v.xAxis) ? (v.xAxis as XAxis) : DEFAULT_VIEW.xAxis,
+  };
+}
+
+/** True when the x axis is a time (the series must be read with their wall times). */
+export function isTimeAxis(xAxis: XAxis): boolean {
+  return xAxis !== "step";
+}
+
+/** The earliest wall time of any point of the run (what "Relative time" counts from); null without times. */
+export function timeOrigin(all: Iterable<Series>): number | null {
+  let origin: number | null = null;
+  for (const series of all) {
+    for (const t of series.time ?? []) if (t !== null && (origin === null || t < origin)) origin = t;
+  }
+  return origin;
+}
 
 /**
- * uPlot columns [step, mean, min, max, smoothed mean]. NaN and ±Infinity become null, which
- * uPlot draws as a gap (a diverged loss shows as a hole, not a crash); on a log axis, so do
- * values at or below zero.
+ * What a chart plots: uPlot columns [x, mean, min, max, smoothed mean], the step of each plotted
+ * point (for the legend), and the step → x map in step order (for marks and zoom).
  */
-export function toUplotData(series: Series, view: ChartView = DEFAULT_VIEW): uPlot.AlignedData {
-  const plottable = view.logScale ? (v: number) => (v > 0 ? toPlottable(v) : null) : toPlottable;
-  const smoothed = smoothEma(series.mean, view.smoothing).map((v) => (v === null ? null : plottable(v)));
-  return [series.step, series.mean.map(plottable), series.min.map(plottable), series.max.map(plottable), smoothed];
+export interface Plotted {
+  data: uPlot.AlignedData;
+  steps: number[];
+  map: XMap;
 }
+
+/** x at each step, steps ascending; a step without a time has no entry. */
+export interface XMap {
+  steps: number[];
+  xs: number[];
+}
+
+/**
+ * The x of each point of the series: its step, or its wall time (less `origin` for relative
+ * time), in step order. Points with no time (gone, or a series read without times) are left out.
+ */
+export function xMapOf(series: Series, xAxis: XAxis, origin: number | null): XMap {
+  const kept = timedPoints(series, xAxis);
+  if (kept === null) return { steps: series.step, xs: series.step };
+  const shift = xAxis === "relative" ? (origin ?? 0) : 0;
+  return { steps: kept.map((i) => series.step[i] as number), xs: kept.map((i) => (series.time?.[i] as number) - shift) };
+}
+
+/** Positions of the points with a time, in step order; null against steps (every point). */
+function timedPoints(series: Series, xAxis: XAxis): number[] | null {
+  if (xAxis === "step") return null;
+  const time = series.time ?? [];
+  const kept: number[] = [];
+  series.step.forEach((_, i) => {
+    const t = time[i];
+    if (t != null && Number.isFinite(t)) kept.push(i);
+  });
+  return kept;
+}
+
+/**
+ * The series as uPlot data against `view.xAxis`. NaN and ±Infinity become null, which uPlot
+ * draws as a gap (a diverged loss shows as a hole, not a crash); on a log axis, so do values at
+ * or below zero. Against time, points are drawn in time order (a resumed run re-logs steps later
+ * than the ones after them were first logged: uPlot needs ascending x).
+ */
+export function plotted(series: Series, view: ChartView = DEFAULT_VIEW, origin: number | null = null): Plotted {
+  const plottable = view.logScale ? (v: number) => (v > 0 ? toPlottable(v) : null) : toPlottable;
+  const map = xMapOf(series, view.xAxis, origin);
+  let index = timedPoints(series, view.xAxis); // positions in `series` of the plotted points, in x order
+  let xs = map.xs;
+  if (index !== null && !xs.every((x, k) => k === 0 || (xs[k - 1] as number) <= x)) {
+    const order = xs.map((_, k) => k).sort((a, b) => (xs[a] as number) - (xs[b] as number));
+    index = order.map((k) => (index as number[])[k] as number);
+    xs = order.map((k) => xs[k] as number);
+  }
+  const pick = (column: readonly number[]) => (index ? index.map((i) => column[i] as number) : column.slice());
+  const mean = pick(series.mean);
+  const smoothed = smoothEma(mean, view.smoothing).map((v) => (v === null ? null : plottable(v)));
+  return {
+    data: [xs, mean.map(plottable), pick(series.min).map(plottable), pick(series.max).map(plottable), smoothed],
+    steps: index ? pick(series.step) : series.step,
+    map,
+  };
+}
+
+/** uPlot columns [step, mean, min, max, smoothed mean] (or [x, ...] against time: see plotted). */
+export function toUplotData(series: Series, view: ChartView = DEFAULT_VIEW, origin: number | null = null): uPlot.AlignedData {
+  return plotted(series, view, origin).data;
+}
+
+/**
+ * The x of a step (a checkpoint's, say) on a chart against `map`: the x of the step's own point,
+ * else interpolated linearly between the points either side; null beyond the first or last point.
+ */
+export function xOfStep(map: XMap, step: number): number | null {
+  const { steps, xs } = map;
+  const i = lowerBound(steps, step);
+  if (i >= steps.length) return null;
+  if (steps[i] === step) return xs[i] as number;
+  if (i === 0) return null;
+  const [s0, s1, x0, x1] = [steps[i - 1] as number, steps[i] as number, xs[i - 1] as number, xs[i] as number];
+  return x0 + ((step - s0) / (s1 - s0)) * (x1 - x0);
+}
+
+/**
+ * The steps to ask the server for when a chart against `map` is zoomed to x in [min, max]: from
+ * the last point at or before min to the first at or after max (a bucket's x is its last point's,
+ * so the points just outside hold the steps of the edges), as whole steps; null for no range.
+ */
+export function stepsOfXRange(map: XMap, min: number | undefined, max: number | undefined): [number, number] | null {
+  if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max) || max < min) return null;
+  const { steps, xs } = map;
+  if (steps.length === 0) return null;
+  let lo = Number.POSITIVE_INFINITY;
+  let hi = Number.NEGATIVE_INFINITY;
+  let before = -1; // the point with the largest x <= min
+  let after = -1; // the point with the smallest x >= max
+  xs.forEach((x, i) => {
+    if (x >= min && x <= max) {
+      lo = Math.min(lo, steps[i] as number);
+      hi = Math.max(hi, steps[i] as number);
+    }
+    if (x <= min && (before < 0 || x >= (xs[before] as number))) before = i;
+    if (x >= max && (after < 0 || x < (xs[after] as number))) after = i;
+  });
+  if (before >= 0) lo = Math.min(lo, steps[before] as number);
+  if (after >= 0) hi = Math.max(hi, steps[after] as number);
+  if (!Number.isFinite(lo) || !Number.isFinite(hi)) return null;
+  return [Math.max(0, Math.floor(lo)), Math.max(0, Math.ceil(hi))];
+}
+
+/** Whether x in [min, max] shows less than all of xs (a zoom), against any x axis. */
+export function isZoomedIn(xs: readonly number[], min: number | undefined, max: number | undefined): boolean {
+  if (xs.length === 0 || min == null || max == null) return false;
+  let first = Number.POSITIVE_INFINITY;
+  let last = Number.NEGATIVE_INFINITY;
+  for (const x of xs) {
+    first = Math.min(first, x);
+    last = Math.max(last, x);
+  }
+  return min > first || max < last;
+}
+
+/**
+ * The steps to ask the server for when a chart of `overview` shows x in [min, max]; null when it
+ * shows all of it (no zoom). Against steps, the whole steps of the range; against time, the
+ * dragged range mapped back to steps on `shown` (the points plotted: a zoom's own, inside a zoom).
+ */
+export function zoomSteps(
+  overview: Series,
+  shown: XMap | null,
+  xAxis: XAxis,
+  origin: number | null,
+  min: number | undefined,
+  max: number | undefined,
+): [number, number] | null {
+  if (xAxis === "step") {
+    const full = overview.step;
+    const range = stepRange(min, max);
+    const zoomed = range !== null && full.length > 0 && (range[0] > full[0]! || range[1] < full[full.length - 1]!);
+    return zoomed ? range : null;
+  }
+  if (!shown || !isZoomedIn(xMapOf(overview, xAxis, origin).xs, min, max)) return null;
+  return stepsOfXRange(shown, min, max);
+}
+
+/**
+ * Labels of a relative-time axis (seconds since the run's first point) in one unit for all its
+ * ticks, picked by the largest: seconds under 2 minutes, minutes under 2 hours, hours beyond;
+ * "90s", "2.5min", "36h".
+ */
+export function formatElapsed(splits: readonly number[]): string[] {
+  const finite = splits.filter(Number.isFinite).map(Math.abs);
+  const largest = finite.length ? Math.max(...finite) : 0;
+  const [unit, suffix] = largest < 120 ? [1, "s"] : largest < 7200 ? [60, "min"] : [3600, "h"];
+  const labels = formatTicks(splits.map((v) => v / unit));
+  return labels.map((label, i) => (Number.isFinite(splits[i]) ? `${label}${suffix}` : label));
+}
+
+/** One time since the run's first point, for the legend: "42.5s", "12min 5s", "3h 20min". */
+export function formatElapsedValue(seconds: number): string {
+  if (!Number.isFinite(seconds)) return "–";
+  const sign = seconds < 0 ? "-" : "";
+  const s = Math.abs(seconds);
+  if (s < 60) return `${sign}${Number(s.toFixed(s < 10 ? 2 : 1))}s`;
+  if (s < 3600) return `${sign}${Math.floor(s / 60)}min ${Math.floor(s % 60)}s`;
+  return `${sign}${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}min`;
+}
+
+/**
+ * Tick spacings of a relative-time axis, in seconds: whole seconds, minutes and hours as a
+ * clock divides them (1, 2, 5, 10, 15, 30 s; 1, 2, 5, 10, 15, 30 min; 1, 2, 3, 6, 12 h; days).
+ */
+export const ELAPSED_INCREMENTS: number[] = [
+  0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
+  ...Array.from({ length: 12 }, (_, k) => [1, 2, 5].map((m) => m * 86400 * 10 ** k)).flat(),
+];
 
 /** Spread, relative to the values, below which a chart draws its data as flat. */
 export const FLAT_SPREAD = 1e-6;

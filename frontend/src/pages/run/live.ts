@@ -95,12 +95,13 @@ function toWireFloat(value: number): MetricKeyInfo["last_value"] {
  * Past twice the server's bound, refetch: downsampling is the server's job.
  */
 function downsampleIfLong(queryClient: QueryClient, runId: number): void {
-  const key = queryKeys.metricSeries(runId);
-  const all = queryClient.getQueryData<SeriesByKey>(key);
-  if (!all || queryClient.getQueryState(key)?.fetchStatus === "fetching") return;
-  if (Object.values(all).some((s) => s.step.length > 2 * MAX_POINTS)) {
-    // Not while a fetch runs: invalidating would cancel and restart it on every batch.
-    void queryClient.invalidateQueries({ queryKey: key, exact: true });
+  for (const key of [queryKeys.metricSeries(runId), queryKeys.metricSeries(runId, true)]) {
+    const all = queryClient.getQueryData<SeriesByKey>(key);
+    if (!all || queryClient.getQueryState(key)?.fetchStatus === "fetching") continue;
+    if (Object.values(all).some((s) => s.step.length > 2 * MAX_POINTS)) {
+      // Not while a fetch runs: invalidating would cancel and restart it on every batch.
+      void queryClient.invalidateQueries({ queryKey: key, exact: true });
+    }
   }
 }
 
@@ -172,9 +173,12 @@ export function applyRunMessage(
       liveBufferFor(runId).record(points, now);
       // Until the first fetch lands there is nothing to patch (the updater
       // returns undefined, which leaves the cache alone); the buffer covers it.
-      queryClient.setQueryData<SeriesByKey>(queryKeys.metricSeries(runId), (old) =>
-        old ? mergeIntoAll(old, points) : old,
-      );
+      // The series read with and without wall times (the run page's x axis picks one).
+      for (const times of [false, true]) {
+        queryClient.setQueryData<SeriesByKey>(queryKeys.metricSeries(runId, times), (old) =>
+          old ? mergeIntoAll(old, points) : old,
+        );
+      }
       queryClient.setQueryData<MetricKeysResponse>(queryKeys.metricKeys(runId), (old) =>
         old ? patchMetricKeys(old, points) : old,
       );
