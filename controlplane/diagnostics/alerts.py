@@ -323,7 +323,12 @@ def _spikes(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Rai
         window = s.setdefault("w", [])
         # Only a value above the floor (the limit's least) can spike: the others' windows are not read.
         med, mad = dx.trailing_median_mad(
-            np.asarray(window, dtype=np.float64), values, WINDOW, 10, only=values > t[floor]
+            np.asarray(window, dtype=np.float64),
+            values,
+            WINDOW,
+            10,
+            only=values > t[floor],
+            mad_above_ratio=t["spike_ratio"],
         )
         limits = np.maximum.reduce(
             [np.full(len(values), t[floor]), t["spike_ratio"] * med, med + t["spike_k"] * MAD_SIGMA * mad]

@@ -55,6 +55,7 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 import numpy as np
+from scipy import ndimage
 
 from controlplane.diagnostics.feed import NewPoints
 
@@ -240,6 +241,22 @@ def _fold_buckets(buckets: dict[str, Any], key: str, s: np.ndarray, v: np.ndarra
     columns[key] = [new_sums.tolist(), new_counts.tolist()]
 
 
+def _window_medians(x: np.ndarray, size: int) -> np.ndarray:
+    """The median of every window x[j : j + size], as np.median gives it (the mean of the two
+    middle values when `size` is even), by scipy's running rank filter: some 30x faster than
+    sorting each window apart at the sizes the alerts use. Values that do not order (NaN) take
+    np.median's way, which makes their windows' medians NaN."""
+    if not bool(np.isfinite(x).all()):
+        return np.asarray(np.median(np.lib.stride_tricks.sliding_window_view(x, size), axis=1))
+    half, count = size // 2, len(x) - size + 1
+    # With origin 0, output i of a filter of `size` reads x[i - size // 2 : i - size // 2 + size].
+    upper = ndimage.rank_filter(x, half, size=size, mode="nearest")[half : half + count]
+    if size % 2:
+        return upper
+    lower = ndimage.rank_filter(x, half - 1, size=size, mode="nearest")[half : half + count]
+    return (lower + upper) / 2
+
+
 def trailing_median_mad(
     kept: np.ndarray,
     new: np.ndarray,
@@ -249,11 +266,14 @@ def trailing_median_mad(
     inclusive: bool = False,
     mad: bool = True,
     only: np.ndarray | None = None,
+    mad_above_ratio: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """For each new value, the median (and the median absolute deviation, if `mad`) of the `size`
     values before it (through it, if `inclusive`), reading the values `kept` from earlier updates
     first; NaN where fewer than `min_points` values precede it, and where `only` (a mask over
     `new`) is False: a caller that can rule a value out without its window asks for the others'.
+    With `mad_above_ratio`, the MAD only of values above that many times their median (NaN for
+    the others): a spike test whose limit is at least ratio x median never reads the others'.
     Vectorised over the full windows; a window still filling (a run's first points) is computed
     one by one."""
     full = np.concatenate([kept[-size:] if size else kept[:0], new])
@@ -265,15 +285,18 @@ def trailing_median_mad(
         begin = np.where(only, begin, end)  # an empty window: below min_points, and not whole
     whole = np.flatnonzero(end - begin == size)
     if len(whole):
-        windows = np.lib.stride_tricks.sliding_window_view(full, size)[begin[whole]]
-        med = np.median(windows, axis=1)
+        med = _window_medians(full, size)[begin[whole]]
         medians[whole] = med
-        if mad:
+        if mad and mad_above_ratio is not None:
+            keep = new[whole] > mad_above_ratio * med
+            whole, med = whole[keep], med[keep]
+        if mad and len(whole):
+            windows = np.lib.stride_tricks.sliding_window_view(full, size)[begin[whole]]
             mads[whole] = np.median(np.abs(windows - med[:, None]), axis=1)
     for i in np.flatnonzero((end - begin < size) & (end - begin >= min_points)).tolist():
         window = full[begin[i] : end[i]]
         medians[i] = np.median(window)
-        if mad:
+        if mad and (mad_above_ratio is None or new[i] > mad_above_ratio * medians[i]):
             mads[i] = np.median(np.abs(window - medians[i]))
     return medians, mads
 
@@ -286,7 +309,9 @@ def _fold_engine(state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping
     # A spike is above engine_kl_spike_min (the limit's floor) and not over the threshold: the
     # trailing windows of the other values are never read.
     candidates = ~over & (v > t["engine_kl_spike_min"])
-    medians, mads = trailing_median_mad(kept, v, ENGINE_WINDOW, SPIKE_MIN_POINTS, only=candidates)
+    medians, mads = trailing_median_mad(
+        kept, v, ENGINE_WINDOW, SPIKE_MIN_POINTS, only=candidates, mad_above_ratio=t["engine_kl_spike_ratio"]
+    )
     limit = np.maximum.reduce(
         [
             np.full(len(v), t["engine_kl_spike_min"]),

@@ -290,3 +290,17 @@ def test_group_barrel_of_runs_without_staves_has_no_bounding_stave():
     group = dx.group_barrel([dx.barrel_view(dx.new_state())] * 2)
     assert group == {"runs": 0, "runs_without_staves": 2, "bounding": None, "bounded_runs": 0, "staves": []}
     assert dx.group_barrel([])["runs_without_staves"] == 0
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 50, 51])
+def test_window_medians_are_np_medians_of_every_window(size: int) -> None:
+    rng = np.random.default_rng(size)
+    # Ties and a constant stretch: a rank filter must order equal values as a sort does.
+    x = np.concatenate([rng.random(120), np.full(size + 3, 0.5), rng.integers(0, 4, 90).astype(float)])
+    want = np.median(np.lib.stride_tricks.sliding_window_view(x, size), axis=1)
+    assert np.array_equal(dx._window_medians(x, size), want)
+    # NaN makes its windows' medians NaN, as np.median does.
+    x[10] = np.nan
+    got = dx._window_medians(x, size)
+    want = np.median(np.lib.stride_tricks.sliding_window_view(x, size), axis=1)
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
