@@ -29,7 +29,7 @@ _SETUP = f"""
 CREATE TEMP TABLE IF NOT EXISTS {STAGE} (
     i int4, series_id int8, step int8, value float8, time timestamptz) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS {CHANGED} (
-    series_id int8, step int8, value float8, inserted bool) ON COMMIT DELETE ROWS;
+    series_id int8, step int8, value float8, inserted bool, time timestamptz) ON COMMIT DELETE ROWS;
 SET LOCAL client_min_messages = warning;
 SET LOCAL extra_float_digits = 1;
 DELETE FROM {STAGE};
@@ -112,7 +112,7 @@ def _upsert(cur: CursorWrapper) -> None:
             SELECT series_id, step, value, time FROM src
             ON CONFLICT (series_id, step) DO UPDATE SET value = EXCLUDED.value, time = EXCLUDED.time
             WHERE p.value IS DISTINCT FROM EXCLUDED.value
-            RETURNING p.series_id, p.step, p.value, p.xmax = 0
+            RETURNING p.series_id, p.step, p.value, p.xmax = 0, p.time
         )
         INSERT INTO {CHANGED} SELECT * FROM ins
         """
@@ -121,10 +121,9 @@ def _upsert(cur: CursorWrapper) -> None:
 
 def changed_points(cur: CursorWrapper) -> list[tuple[str, int, float, float]]:
     """(key, step, value, time in epoch seconds) of what the upsert path wrote, for the live
-    event; the time from the point as stored (CHANGED has none)."""
+    event (the time as the upsert stored it)."""
     cur.execute(
-        f"SELECT s.key, c.step, c.value, extract(epoch FROM p.time)::float8 FROM {CHANGED} c "
-        "JOIN metrics_metricseries s ON s.id = c.series_id "
-        "JOIN metrics_metricpoint p ON p.series_id = c.series_id AND p.step = c.step ORDER BY c.series_id, c.step"
+        f"SELECT s.key, c.step, c.value, extract(epoch FROM c.time)::float8 FROM {CHANGED} c "
+        "JOIN metrics_metricseries s ON s.id = c.series_id ORDER BY c.series_id, c.step"
     )
     return [(str(key), int(step), float(value), float(time)) for key, step, value, time in cur.fetchall()]
