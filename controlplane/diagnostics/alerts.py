@@ -61,7 +61,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -148,8 +148,14 @@ class Raised:
 
 
 def thresholds_of(settings: DiagnosticsSettings | None) -> dict[str, float]:
+    return thresholds_from(settings.thresholds if settings else None)
+
+
+def thresholds_from(overrides: Mapping[str, Any] | None) -> dict[str, float]:
+    """The defaults with a project's overrides (its settings' `thresholds`) of known names and
+    finite numbers; others are ignored."""
     merged = dict(THRESHOLDS)
-    for name, value in ((settings.thresholds if settings else None) or {}).items():
+    for name, value in (overrides if isinstance(overrides, Mapping) else {}).items():
         if name in merged and isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             merged[name] = float(value)
     return merged
@@ -350,20 +356,25 @@ def _spikes(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Rai
 
 
 def _engine_mismatch(found: dx.Findings, state: dict[str, Any], out: Raised) -> None:
+    """One alert per episode of flagged steps: a flag within WINDOW steps after the one before
+    it (across updates: the last is kept) belongs to the same episode."""
+    steps = found.engine_steps
+    if not len(steps):
+        return
     s = state.setdefault("engine", {})
-    for flag in found.engine_flags:
-        step, last = flag["step"], s.get("last")
-        s["last"] = step
-        if last is not None and 0 <= step - last <= WINDOW:
-            continue  # the same episode
-        why = "above the threshold" if flag["why"] == "threshold" else "a spike over its trailing median"
+    gaps = np.diff(steps, prepend=s.get("last", steps[0] - WINDOW - 1))
+    s["last"] = int(steps[-1])
+    for i in np.flatnonzero((gaps < 0) | (gaps > WINDOW)).tolist():
+        step, value = int(steps[i]), float(found.engine_values[i])
+        over = bool(found.engine_over[i])
+        why = "above the threshold" if over else "a spike over its trailing median"
         out.add(
             "engine_mismatch",
             f"engine_mismatch:{step}",
-            f"mismatch/engine_kl is {_fmt(flag['engine_kl'])} at step {step} ({why}): the rollout engine and the "
+            f"mismatch/engine_kl is {_fmt(value)} at step {step} ({why}): the rollout engine and the "
             "trainer disagree on the same weights (a lower-precision engine, or a refit or inference bug).",
             step,
-            details=dict(flag),
+            details={"step": step, "engine_kl": value, "why": "threshold" if over else "spike"},
         )
 
 

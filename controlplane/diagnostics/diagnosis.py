@@ -154,8 +154,11 @@ def new_state() -> dict[str, Any]:
 class Findings:
     """What one fold flagged for the first time: the alerts raise from these."""
 
-    # Newly flagged engine-mismatch steps: {"step", "engine_kl", "why"} ("threshold" | "spike").
-    engine_flags: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # Newly flagged engine-mismatch steps (ascending), their engine_kl, and whether each was over
+    # the threshold (else a spike): arrays, since a bf16 engine is flagged at every step.
+    engine_steps: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    engine_values: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    engine_over: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=bool))
     # No-learning-signal episodes that began: {"first", "last", "mean"} (the window's steps).
     signal_started: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
@@ -182,7 +185,7 @@ def fold(state: dict[str, Any], new: NewPoints, thresholds: Mapping[str, float] 
         if key in BUCKETED:
             _fold_buckets(state["buckets"], key, s, v)
         if key == ENGINE_KL:
-            found.engine_flags += _fold_engine(state, s, v, t)
+            found.engine_steps, found.engine_values, found.engine_over = _fold_engine(state, s, v, t)
         elif key == ZERO_STD:
             found.signal_started += _fold_signal(state, s, v, t)
         elif key.startswith("mismatch/staleness_"):
@@ -301,7 +304,11 @@ def trailing_median_mad(
     return medians, mads
 
 
-def _fold_engine(state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping[str, float]) -> list[dict[str, Any]]:
+def _fold_engine(
+    state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping[str, float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flag the new engine_kl points over the threshold or spiking; the state keeps the newest
+    MAX_FLAGS. The flagged points' steps, values and whether each was over the threshold."""
     window: list[list[float]] = state["engine_window"]
     flags: list[dict[str, Any]] = state["engine_flags"]
     kept = np.asarray([w[1] for w in window], dtype=np.float64)
@@ -320,17 +327,17 @@ def _fold_engine(state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping
         ]
     )
     spike = ~over & ~np.isnan(medians) & (v > limit)
-    new_flags = [
+    flagged = np.flatnonzero(over | spike)
+    flags += [
         {"step": int(s[i]), "engine_kl": float(v[i]), "why": "threshold" if over[i] else "spike"}
-        for i in np.flatnonzero(over | spike).tolist()
+        for i in flagged[-MAX_FLAGS:].tolist()
     ]
-    flags += new_flags
     window.extend(
         [int(a), float(b)] for a, b in zip(s[-ENGINE_WINDOW:].tolist(), v[-ENGINE_WINDOW:].tolist(), strict=True)
     )
     del window[:-ENGINE_WINDOW]
     del flags[:-MAX_FLAGS]
-    return new_flags
+    return s[flagged], v[flagged], over[flagged]
 
 
 def _fold_signal(state: dict[str, Any], s: np.ndarray, v: np.ndarray, t: Mapping[str, float]) -> list[dict[str, Any]]:
@@ -409,9 +416,11 @@ def _fold_step_rows(state: dict[str, Any], new: NewPoints) -> None:
     present = [key for key in ROW_KEYS if key in new.series]
     if not present and not rows:
         return
-    parts = [np.asarray([int(k) for k in rows], dtype=np.int64)]
-    parts += [new.series[key][0] for key in present]
-    steps = np.unique(np.concatenate(parts))
+    parts = [new.series[key][0] for key in present]
+    if parts and not rows and all(np.array_equal(part, parts[0]) for part in parts[1:]):
+        steps = parts[0]  # the usual case: every key of the row reported at the same steps
+    else:
+        steps = np.unique(np.concatenate([np.asarray([int(k) for k in rows], dtype=np.int64), *parts]))
     table = {key: np.full(len(steps), np.nan) for key in ROW_KEYS}
     for step, row in rows.items():
         i = int(np.searchsorted(steps, int(step)))

@@ -4,6 +4,7 @@ points to alerts and pushes `diagnosis.updated` to the run's websocket group."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -12,15 +13,15 @@ from functools import partial
 from typing import Any
 
 import kombu.exceptions
+import psycopg
 import redis
 from celery import shared_task
-from django.db import transaction
-from django.db.models.expressions import RawSQL
+from django.db import connection, transaction
 from django.utils import timezone
 
 from controlplane.diagnostics import alerts, feed
 from controlplane.diagnostics import diagnosis as dx
-from controlplane.diagnostics.models import RunDiagnosis
+from controlplane.diagnostics.models import DiagnosticsSettings, RunDiagnosis
 from controlplane.events import publish_on_commit
 from controlplane.runs.models import Run
 
@@ -96,80 +97,100 @@ def _cache_state(run_id: int, version: tuple[int, datetime], state: dict[str, An
             _STATES.popitem(last=False)
 
 
+# The updater's statements, written out: the ORM's compiling of them cost as much as the
+# database's executing them. Table names from the models; values only as parameters.
+_DIAGNOSIS = RunDiagnosis._meta.db_table
+# The diagnosis row locked, with its project's threshold overrides; synchronous_commit off for
+# this transaction only, set by the statement that locks the row.
+_LOCK = (
+    "SELECT d.feed_position, d.points_seen, d.last_step, d.updated_at, s.thresholds, "  # noqa: S608 - tables
+    "set_config('synchronous_commit', 'off', true) "
+    f"FROM {_DIAGNOSIS} d JOIN {Run._meta.db_table} r ON r.id = d.run_id "
+    f"LEFT JOIN {DiagnosticsSettings._meta.db_table} s ON s.project_id = r.project_id "
+    "WHERE d.run_id = %s FOR UPDATE OF d"
+)
+_READ_PACKED = f"SELECT packed FROM {_DIAGNOSIS} WHERE run_id = %s"  # noqa: S608 - a table name
+_MOVE = f"UPDATE {_DIAGNOSIS} SET feed_position = %s WHERE run_id = %s"  # noqa: S608 - a table name
+# Bound by the server, the state sent as binary (%b): Django's client-side binding quoted it into
+# the statement as a hex literal twice its size.
+_WRITE = (
+    f"UPDATE {_DIAGNOSIS} SET packed = %b, points_seen = %s, last_step = %s, updated_at = %s, "  # noqa: S608
+    "feed_position = %s WHERE run_id = %s"
+)
+
+
+def _json(value: Any) -> Any:
+    """A jsonb column read by a plain cursor: decoded by psycopg, or left as text (Django's loader)."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _run(run_id: int) -> Run:
+    """The run, with its project's settings, for what an update rarely needs (its resources on
+    the first update, raising alerts)."""
+    return Run.objects.select_related("project__diagnostics_settings").defer(*_RUN_UNREAD[1:]).get(pk=run_id)
+
+
 def diagnosis_update(run_id: int) -> int:
     """Fold what the feed holds for the run past its diagnosis's feed position (the diagnosis made
     on first sight); the number of points folded (0 when the run is gone or nothing was new).
 
-    Two statements: the diagnosis row locked, with its run and the project's settings (its state
-    read only when this process's copy is not the row's, see _STATES), and one UPDATE of it with
+    Two statements (_LOCK, _WRITE): the diagnosis row locked, with the project's thresholds (its state read
+    only when this process's copy is not the row's, see _STATES), and one UPDATE of it with
     the new feed position, committed without waiting for the WAL flush (synchronous_commit off
     for this transaction only, set by the first statement: a database crash may lose the last
     second of diagnosis updates, never a metric, and the points of that second are read again
     from the feed, whose entries are trimmed only after the commit; no other transaction's
-    durability changes). The report is derived on read."""
+    durability changes). The run itself is read only when an alert is raised or its resources
+    are not known yet. The report is derived on read."""
     cached = _take_state(run_id)
-    rows = RunDiagnosis.objects.filter(run_id=run_id)
-    locked = (
-        rows.select_for_update(of=("self",))
-        .select_related("run__project__diagnostics_settings")
-        .defer("packed", *(f"run__{name}" for name in _RUN_UNREAD))
-        # synchronous_commit off for this transaction, set by the statement that locks the row.
-        .annotate(_sync=RawSQL("set_config('synchronous_commit', 'off', true)", ()))
-    )
-    with transaction.atomic():
-        diagnosis = locked.first()
-        if diagnosis is None:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_LOCK, [run_id])
+        row = cursor.fetchone()
+        if row is None:
             if not Run.objects.filter(pk=run_id).exists():
                 return 0
             RunDiagnosis.objects.bulk_create([RunDiagnosis(run_id=run_id)], ignore_conflicts=True)
-            diagnosis = locked.get()
+            cursor.execute(_LOCK, [run_id])
+            row = cursor.fetchone()
+        feed_position, points_seen, last_step, updated_at, overrides, _ = row
         # Read under the row's lock: a concurrent update of the run waits here, then starts
         # from the position this one stores.
-        new, position = feed.read_pending(run_id, diagnosis.feed_position)
-        if position == diagnosis.feed_position:
+        new, position = feed.read_pending(run_id, feed_position)
+        if position == feed_position:
             if cached is not None:
                 transaction.on_commit(partial(_cache_state, run_id, *cached))
             return 0
         # After the commit only; an acknowledgement lost (Redis down) is skipped by position.
         transaction.on_commit(partial(feed.acknowledge, run_id, position), robust=True)
         if not new.series:  # entries with no points (nothing to fold): only move past them
-            rows.update(feed_position=position)
+            cursor.execute(_MOVE, [position, run_id])
             if cached is not None:
                 transaction.on_commit(partial(_cache_state, run_id, *cached))
             return 0
-        run = diagnosis.run
-        if cached is not None and cached[0] == (diagnosis.points_seen, diagnosis.updated_at):
+        if cached is not None and cached[0] == (points_seen, updated_at):
             state = cached[1]
         else:
-            state = dx.unpack(rows.values_list("packed", flat=True).get())
+            cursor.execute(_READ_PACKED, [run_id])
+            state = dx.unpack(bytes(cursor.fetchone()[0]))
         if "resources" not in state:
-            state["resources"] = list(run_resources(run))
-        thresholds = alerts.thresholds_of(alerts.project_settings(run))
+            state["resources"] = list(run_resources(_run(run_id)))
+        thresholds = alerts.thresholds_from(_json(overrides))
         found = dx.fold(state, new, thresholds)
-        diagnosis.points_seen += len(new)
+        points_seen += len(new)
         last = new.last_step
         if last is not None:
-            diagnosis.last_step = max(last, diagnosis.last_step if diagnosis.last_step is not None else last)
-        alerts.on_points(run, new, state.setdefault("alerts", {}), found, thresholds)
-        diagnosis.packed = dx.pack(state)
-        diagnosis.updated_at = timezone.now()
-        rows.update(
-            packed=diagnosis.packed,
-            points_seen=diagnosis.points_seen,
-            last_step=diagnosis.last_step,
-            updated_at=diagnosis.updated_at,
-            feed_position=position,
-        )
+            last_step = max(last, last_step if last_step is not None else last)
+        raised = alerts.detect(new, state.setdefault("alerts", {}), thresholds, found)
+        if raised.items:
+            alerts.raise_alerts(_run(run_id), raised)
+        updated_at = timezone.now()
+        with psycopg.Cursor(connection.connection) as bound:  # the transaction's own connection
+            bound.execute(_WRITE, [dx.pack(state), points_seen, last_step, updated_at, position, run_id])
         publish_on_commit(
             run_id,
-            {
-                "type": "diagnosis.updated",
-                "run_id": run_id,
-                "points_seen": diagnosis.points_seen,
-                "last_step": diagnosis.last_step,
-            },
+            {"type": "diagnosis.updated", "run_id": run_id, "points_seen": points_seen, "last_step": last_step},
         )
-        transaction.on_commit(partial(_cache_state, run_id, (diagnosis.points_seen, diagnosis.updated_at), state))
+        transaction.on_commit(partial(_cache_state, run_id, (points_seen, updated_at), state))
     return len(new)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controlplane.diagnostics import diagnosis as dx
 from controlplane.diagnostics.feed import NewPoints, decode, encode, merge, select
@@ -192,6 +194,61 @@ def test_feed_keeps_diagnosed_and_non_finite_keys_and_the_last_write_of_a_step()
     assert new.series["reward/mean"][0].tolist() == [4, 5] and new.series["reward/mean"][1].tolist() == [0.5, 9.0]
     assert np.isnan(new.series["custom/bad"][1][0])
     assert select(["custom/x"], [0], [1], [1.0]) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 12), st.floats(allow_nan=False)), max_size=20),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_merge_keeps_each_steps_last_write_in_step_order(batches: list[list[tuple[str, int, float]]]) -> None:
+    """Batches in any order, steps repeated or late: per key, ascending steps, each the value it
+    was sent last (against a plain dict, point by point); in-order batches take the fast path."""
+    parts = []
+    for points in batches:
+        names = sorted({name for name, _, _ in points}, reverse=True)  # each batch its own name order
+        parts.append(
+            (
+                names,
+                np.asarray([names.index(name) for name, _, _ in points], dtype=np.int32),
+                np.asarray([step for _, step, _ in points], dtype=np.int64),
+                np.asarray([value for _, _, value in points], dtype=np.float64),
+            )
+        )
+    expected: dict[str, dict[int, float]] = {}
+    for points in batches:
+        for name, step, value in points:
+            expected.setdefault(name, {})[step] = value
+    got = merge(1, parts).series
+    assert {k: dict(zip(s.tolist(), v.tolist(), strict=True)) for k, (s, v) in got.items()} == expected
+    assert all((np.diff(s) > 0).all() for s, _ in got.values())
+
+
+@pytest.mark.parametrize("names", [3, 300, 70_000])
+@pytest.mark.parametrize("steps", [[5, 5, 7], [0, 2**40, 3], [-(2**62), 2**62, 0], []])
+def test_a_blob_gives_back_its_points_whatever_the_names_and_steps_span(names: int, steps: list[int]) -> None:
+    """Narrow columns where they fit (few names, steps within 2**32 of the least), wide where not;
+    and a blob in the first layout (pending across an upgrade) reads as it was written."""
+    import msgpack  # type: ignore[import-untyped]
+
+    from controlplane.diagnostics.feed import FORMAT
+
+    labels = [f"k{i}" for i in range(names)]
+    keys = np.asarray([names - 1, 0, names // 2][: len(steps)], dtype=np.int32)
+    values = np.asarray([0.5, -np.inf, np.nan][: len(steps)])
+    blob = encode(labels, keys, np.asarray(steps, dtype=np.int64), values)
+    assert msgpack.unpackb(blob)[0] == FORMAT
+    old = msgpack.packb([labels, keys.tobytes(), np.asarray(steps, dtype=np.int64).tobytes(), values.tobytes()])
+    for got in (decode(blob), decode(old)):
+        assert got[0] == labels
+        assert got[1].dtype == np.int32 and got[1].tolist() == keys.tolist()
+        assert got[2].dtype == np.int64 and got[2].tolist() == steps
+        np.testing.assert_array_equal(got[3], values)
+    if names <= 256 and steps and max(steps) - min(steps) < 2**32:
+        assert len(blob) < len(old)
 
 
 def test_an_empty_state_reports_every_view():
