@@ -332,6 +332,7 @@ def main() -> None:
             f"(receiver {receiver_share:.1%}, thread + fold {push_fold_share:.1%}); target <= 5%"
         )
         print(f"  in CPU time: {median(cpu_update) / base_median:.1%} of the baseline ingest time")
+    feed._pusher._send = send  # type: ignore[method-assign]  # the thread sends again, as in production
     if args.alert_trials:
         delays = alert_delays(keys, args.alert_trials, rng)
         print()

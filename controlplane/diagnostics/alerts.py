@@ -252,45 +252,66 @@ def _noise_sigmas(s: dict[str, Any], values: np.ndarray) -> np.ndarray:
 
 
 def _reward_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:
+    """Step by step, as a loop over the smoothed values would go, in array operations: the first
+    `baseline_steps` values make the baseline; after them, a smoothed value above the peak so far
+    is a new peak (the count of steps below restarts); a step where the gain over the baseline is
+    not `collapse_min_gain` noise sigmas changes nothing; any other step adds one to the steps
+    below when the smoothed value lost `reward_collapse_drop` of the gain, else restarts the
+    count; the count reaching `sustain_steps` fires, once per peak."""
     s = state.setdefault("reward_collapse", {})
     steps, values = _finite_points(new, "reward/mean")
     sigmas = _noise_sigmas(s, values)
     smoothed = _Ema.series(s, values, t["smooth_span"])
     base = s.setdefault("base", [])
-    # A step at a time (the peak, and the steps below it, carry over), in locals: written back below.
-    peak, peak_step, below, fired = s.get("peak", -math.inf), s.get("peak_step"), s.get("below"), s.get("fired_peak")
-    baseline = sum(base) / len(base) if len(base) >= t["baseline_steps"] else None
-    min_gain, drop, sustain = t["collapse_min_gain"], t["reward_collapse_drop"], t["sustain_steps"]
-    for step, value, sigma, smooth in zip(
-        steps.tolist(), values.tolist(), sigmas.tolist(), smoothed.tolist(), strict=True
-    ):
-        if baseline is None:
-            base.append(value)
-            if len(base) >= t["baseline_steps"]:
-                baseline = sum(base) / len(base)
+    start = 0
+    if len(base) < t["baseline_steps"]:  # the baseline's steps are only collected
+        start = min(len(values), max(0, math.ceil(t["baseline_steps"]) - len(base)))
+        base.extend(values[:start].tolist())
+        if len(base) < t["baseline_steps"]:
+            return
+    baseline = sum(base) / len(base)
+    smooth, at, sigma = smoothed[start:], steps[start:], sigmas[start:]
+    if not len(smooth):
+        return
+    peak0, peak_step0, below0, fired = s.get("peak", -math.inf), s.get("peak_step"), s.get("below"), s.get("fired_peak")
+    index = np.arange(len(smooth))
+    running = np.maximum.accumulate(np.concatenate([[peak0], smooth]))
+    peak = running[1:]  # the peak after each step
+    new_peak = smooth > running[:-1]
+    last_peak = np.maximum.accumulate(np.where(new_peak, index, -1))
+    gain = peak - baseline
+    counts = ~new_peak & (gain > t["collapse_min_gain"] * sigma) & (gain > 0)
+    lost = counts & (peak - smooth > t["reward_collapse_drop"] * gain)
+    restart = new_peak | (counts & ~lost)
+    # The steps below after each step: those lost since the last restart (or since the count kept).
+    lost_so_far = np.cumsum(lost)
+    last_restart = np.maximum.accumulate(np.where(restart, index, -1))
+    below = np.where(
+        last_restart >= 0, lost_so_far - lost_so_far[np.maximum(last_restart, 0)], (below0 or 0) + lost_so_far
+    )
+    for i in np.flatnonzero(counts & (below >= t["sustain_steps"])).tolist():
+        peak_step = int(at[last_peak[i]]) if last_peak[i] >= 0 else peak_step0
+        if fired == peak_step:
             continue
-        if smooth > peak:
-            peak, peak_step, below = smooth, step, 0
-            continue
-        gain = peak - baseline
-        if gain <= min_gain * sigma or gain <= 0:
-            continue
-        below = (below or 0) + 1 if peak - smooth > drop * gain else 0
-        if below >= sustain and fired != peak_step:
-            fired = peak_step
-            out.add(
-                "reward_collapse",
-                f"reward_collapse:{peak_step}",
-                f"reward/mean collapsed: it rose from {_fmt(baseline)} to {_fmt(peak)} (smoothed) by step "
-                f"{peak_step}, then fell to {_fmt(smooth)} by step {step}, losing "
-                f"{_fmt((peak - smooth) / gain * 100)}% of its gain.",
-                int(peak_step),
-                step,
-                details={"baseline": baseline, "peak": peak, "now": smooth},
-            )
-    for name, value in (("peak", peak), ("peak_step", peak_step), ("below", below), ("fired_peak", fired)):
-        if value is not None and value != -math.inf:
-            s[name] = value
+        fired, step, now = peak_step, int(at[i]), float(smooth[i])
+        gained = float(gain[i])
+        out.add(
+            "reward_collapse",
+            f"reward_collapse:{peak_step}",
+            f"reward/mean collapsed: it rose from {_fmt(baseline)} to {_fmt(float(peak[i]))} (smoothed) by step "
+            f"{peak_step}, then fell to {_fmt(now)} by step {step}, losing "
+            f"{_fmt((float(peak[i]) - now) / gained * 100)}% of its gain.",
+            int(peak_step) if peak_step is not None else step,
+            step,
+            details={"baseline": baseline, "peak": float(peak[i]), "now": now},
+        )
+    s["peak"] = float(peak[-1])
+    if last_peak[-1] >= 0:
+        s["peak_step"] = int(at[last_peak[-1]])
+    if (new_peak | counts).any():
+        s["below"] = int(below[-1])
+    if fired is not None:
+        s["fired_peak"] = fired
 
 
 def _entropy_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: Raised) -> None:

@@ -280,10 +280,14 @@ def combine(parts: list[Part]) -> Part:
     if not parts:
         return [], np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), np.zeros(0)
     index: dict[str, int] = {}
-    keys = [
-        np.asarray([index.setdefault(name, len(index)) for name in names], dtype=np.int32)[k]
-        for names, k, _, _ in parts
-    ]
+    if all(names == parts[0][0] for names, _, _, _ in parts[1:]):  # the usual case: nothing to renumber
+        index = {name: i for i, name in enumerate(parts[0][0])}
+        keys = [np.asarray(k, dtype=np.int32) for _, k, _, _ in parts]
+    else:
+        keys = [
+            np.asarray([index.setdefault(name, len(index)) for name in names], dtype=np.int32)[k]
+            for names, k, _, _ in parts
+        ]
     return (
         list(index),
         np.concatenate(keys),
@@ -297,8 +301,10 @@ def merge(run_id: int, parts: list[Part]) -> NewPoints:
     names, key, step, value = combine(parts)
     if not names:
         return NewPoints(run_id=run_id, series={})
-    # Grouped by key, each key's points in arrival order (a stable sort: radix on int16 keys).
-    order = np.argsort(key.astype(np.int16) if len(names) <= np.iinfo(np.int16).max else key, kind="stable")
+    # Grouped by key, each key's points in arrival order (a stable sort: radix on keys of 8 or
+    # 16 bits, one pass or two).
+    narrow = np.uint8 if len(names) <= 1 << 8 else np.uint16 if len(names) <= 1 << 16 else None
+    order = np.argsort(key.astype(narrow) if narrow else key, kind="stable")
     step = step[order]
     bounds = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=len(names)))])
     # A reporter's steps only grow, so each key's arrival order is its step order: unless a

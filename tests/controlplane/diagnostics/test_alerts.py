@@ -137,6 +137,79 @@ def test_a_reward_collapse_names_the_peak_and_the_fall(clean: dict[str, np.ndarr
     assert "collapsed" in message
 
 
+def _reward_collapse_loop(new: NewPoints, state: dict[str, Any], t: dict[str, float], out: alerts.Raised) -> None:
+    """The detector as the step-by-step loop it was written as first: the array version must
+    raise and keep exactly what this does."""
+    import math
+
+    s = state.setdefault("reward_collapse", {})
+    steps, values = alerts._finite_points(new, "reward/mean")
+    sigmas = alerts._noise_sigmas(s, values)
+    smoothed = alerts._Ema.series(s, values, t["smooth_span"])
+    base = s.setdefault("base", [])
+    peak, peak_step, below, fired = s.get("peak", -math.inf), s.get("peak_step"), s.get("below"), s.get("fired_peak")
+    baseline = sum(base) / len(base) if len(base) >= t["baseline_steps"] else None
+    min_gain, drop, sustain = t["collapse_min_gain"], t["reward_collapse_drop"], t["sustain_steps"]
+    for step, value, sigma, smooth in zip(
+        steps.tolist(), values.tolist(), sigmas.tolist(), smoothed.tolist(), strict=True
+    ):
+        if baseline is None:
+            base.append(value)
+            if len(base) >= t["baseline_steps"]:
+                baseline = sum(base) / len(base)
+            continue
+        if smooth > peak:
+            peak, peak_step, below = smooth, step, 0
+            continue
+        gain = peak - baseline
+        if gain <= min_gain * sigma or gain <= 0:
+            continue
+        below = (below or 0) + 1 if peak - smooth > drop * gain else 0
+        if below >= sustain and fired != peak_step:
+            fired = peak_step
+            out.add(
+                "reward_collapse",
+                f"reward_collapse:{peak_step}",
+                f"reward/mean collapsed: it rose from {alerts._fmt(baseline)} to {alerts._fmt(peak)} (smoothed) by "
+                f"step {peak_step}, then fell to {alerts._fmt(smooth)} by step {step}, losing "
+                f"{alerts._fmt((peak - smooth) / gain * 100)}% of its gain.",
+                int(peak_step),
+                step,
+                details={"baseline": baseline, "peak": peak, "now": smooth},
+            )
+    for name, value in (("peak", peak), ("peak_step", peak_step), ("below", below), ("fired_peak", fired)):
+        if value is not None and value != -math.inf:
+            s[name] = value
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_reward_collapse_detector_steps_as_its_loop_did(seed: int) -> None:
+    """Rises, plateaus, collapses and recoveries, several peaks, noise from none to large, cut
+    into updates of 1 to 60 points, with the defaults and with thresholds that fire often: the
+    same alerts (messages and all) and the same state as the loop after every update."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 400))
+    knots = np.sort(rng.uniform(0, n, 6))
+    level = np.interp(np.arange(n), knots, rng.uniform(0, 1, 6))
+    reward = level + rng.normal(0, [0.0, 0.01, 0.05, 0.3][seed % 4], n)
+    t = dict(alerts.THRESHOLDS)
+    if seed % 2:
+        t.update(collapse_min_gain=0.5, reward_collapse_drop=0.1, sustain_steps=1, baseline_steps=3)
+    steps = np.cumsum(rng.integers(1, 4, n))
+    mine: dict[str, Any] = {}
+    theirs: dict[str, Any] = {}
+    lo = 0
+    while lo < n:
+        hi = min(n, lo + int(rng.integers(1, 61)))
+        new = NewPoints(run_id=1, series={"reward/mean": (steps[lo:hi], reward[lo:hi])})
+        got, want = alerts.Raised(), alerts.Raised()
+        alerts._reward_collapse(new, mine, t, got)
+        _reward_collapse_loop(new, theirs, t, want)
+        assert got.items == want.items
+        assert mine == theirs
+        lo = hi
+
+
 def test_entropy_collapse(clean: dict[str, np.ndarray]) -> None:
     x = np.arange(STEPS)
     clean["policy/entropy"] = 2.0 * np.exp(-np.maximum(x - 50, 0) / 20)
