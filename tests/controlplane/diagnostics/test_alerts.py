@@ -28,7 +28,7 @@ from controlplane.evals.refresh import ranking_cached
 from controlplane.runs.models import Run, RunStatus
 from controlplane.teams.models import Project
 from tests.conftest import Persona
-from tests.controlplane.diagnostics.test_diagnosis_api import batch, ingest
+from tests.controlplane.diagnostics.test_diagnosis_api import batch, clear_feed, ingest
 from tests.controlplane.evals.test_human import evaluated, trained_run
 
 STEPS = 200
@@ -301,6 +301,25 @@ def test_project_thresholds_apply(run: Run, project: Project) -> None:
     run.refresh_from_db()
     with transaction.atomic():
         assert alerts.on_points(run, spike(run.id), {}) == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "raised"),
+    [(None, ["kl_spike"]), ({"thresholds": {"kl_spike_min": 5.0}}, []), ({"muted": ["kl_spike"]}, [])],
+)
+def test_the_updater_applies_the_projects_thresholds_and_mutes(
+    run: Run, project: Project, django_capture_on_commit_callbacks: Any, settings: dict[str, Any] | None,
+    raised: list[str],
+) -> None:  # fmt: skip
+    """Through the feed and the update task, as a worker runs it: the project's overrides (read by
+    the updater's own statement) and muted kinds decide what is raised."""
+    if settings is not None:
+        DiagnosticsSettings.objects.create(project=project, **settings)
+    clear_feed(run.id)
+    ingest(run, django_capture_on_commit_callbacks, batch(0, 30, {"policy/kl_ref": 0.01}))
+    ingest(run, django_capture_on_commit_callbacks, batch(30, 31, {"policy/kl_ref": 1.0}))
+    assert [a.kind for a in Alert.objects.filter(run=run)] == raised
+    assert RunDiagnosis.objects.get(run=run).points_seen == 31
 
 
 def test_alerts_api_read_acknowledge_and_settings(
