@@ -148,6 +148,8 @@ def select(names: list[str], key_index: Any, steps: Any, values: Any) -> Part | 
     (names, key_index int32 into them, steps int64, values float64); None when none is."""
     keys = np.asarray(key_index, dtype=np.int32)
     vals = np.asarray(values, dtype=np.float64)
+    if len(keys) and (int(keys.min()) < 0 or int(keys.max()) >= len(names)):
+        raise ValueError(f"a key index outside the batch's {len(names)} names")
     keep = np.fromiter((diagnosed(name) for name in names), dtype=bool, count=len(names))
     finite = np.isfinite(vals)
     if not finite.all():
@@ -338,16 +340,19 @@ Columns = tuple[list[str], Any, Any, Any]
 
 def _picked_blobs(run_id: int, batches: list[Columns]) -> list[bytes]:
     """The diagnosed points of a run's batches, in their order, as one blob (none when there
-    are none). Batches of the same names (a reporter's usual case) are joined first and filtered
-    once; a malformed batch is skipped alone."""
-    names = batches[0][0]
-    if len(batches) > 1 and all(b[0] == names for b in batches[1:]):
-        try:
-            keys, steps, values = (np.concatenate([np.asarray(b[i]) for b in batches]) for i in (1, 2, 3))
-            picked = select(names, keys, steps, values)
-            return [encode(*picked)] if picked is not None else []
-        except Exception:  # noqa: BLE001 - a malformed batch among them: batch by batch below
-            logger.debug("diagnostics feed: run %s's batches read one by one", run_id)
+    are none): the batches joined first (their names united, see combine) and filtered once;
+    when a malformed batch is among them, batch by batch, that one skipped."""
+    try:
+        joined = combine(
+            [
+                (names, np.asarray(keys, dtype=np.int32), np.asarray(steps, dtype=np.int64), np.asarray(values))
+                for names, keys, steps, values in batches
+            ]
+        )
+        picked = select(*joined)
+        return [encode(*picked)] if picked is not None else []
+    except Exception:  # noqa: BLE001 - a malformed batch among them: batch by batch below
+        logger.debug("diagnostics feed: run %s's batches read one by one", run_id)
     parts: list[Part] = []
     for columns in batches:
         try:

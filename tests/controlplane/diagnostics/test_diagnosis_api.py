@@ -7,6 +7,7 @@ import copy
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -181,6 +182,25 @@ def test_batches_combined_in_one_blob_merge_as_they_would_apart() -> None:
     }
     assert together.series["reward/mean"][1].tolist() == [0.1, 0.5]
     assert "custom/x" not in together.series
+
+
+def test_the_feed_thread_joins_a_runs_batches_and_skips_only_a_malformed_one() -> None:
+    """The thread's blob for a run's batches (names differing from batch to batch, lists or
+    arrays): the points of every batch, filtered as apart; a batch whose key index points past
+    its names is skipped alone, with the others' points kept."""
+    first = (["time/a", "reward/mean"], [0, 1, 0, 1], [1, 1, 2, 2], [1.0, 0.1, 2.0, 0.2])
+    second = (["reward/mean", "custom/x", "time/b"], np.asarray([0, 1, 2, 2]), np.asarray([2, 2, 2, 3]),
+              np.asarray([0.5, 9.0, 4.0, 0.7]))  # fmt: skip
+    broken = (["time/a"], [0, 3], [4, 4], [1.0, 1.0])
+
+    def points(blobs: list[bytes]) -> dict[str, tuple[list[int], list[float]]]:
+        (blob,) = blobs
+        return {k: (s.tolist(), v.tolist()) for k, (s, v) in feed.merge(1, [feed.decode(blob)]).series.items()}
+
+    expected = {"time/a": ([1, 2], [1.0, 2.0]), "reward/mean": ([1, 2], [0.1, 0.5]), "time/b": ([2, 3], [4.0, 0.7])}
+    assert points(feed._picked_blobs(1, [first, second])) == expected
+    assert points(feed._picked_blobs(1, [first, broken, second])) == expected
+    assert feed._picked_blobs(1, [(["custom/x"], [0], [1], [1.0])]) == []
 
 
 def _packed_reads(queries: CaptureQueriesContext) -> int:
