@@ -301,7 +301,7 @@ def _reward_collapse(new: NewPoints, state: dict[str, Any], t: dict[str, float],
             f"reward/mean collapsed: it rose from {_fmt(baseline)} to {_fmt(float(peak[i]))} (smoothed) by step "
             f"{peak_step}, then fell to {_fmt(now)} by step {step}, losing "
             f"{_fmt((float(peak[i]) - now) / gained * 100)}% of its gain.",
-            int(peak_step) if peak_step is not None else step,
+            peak_step,
             step,
             details={"baseline": baseline, "peak": float(peak[i]), "now": now},
         )

@@ -187,16 +187,13 @@ def encode(names: list[str], keys: np.ndarray, steps: np.ndarray, values: np.nda
     copy made by tobytes cost ten times the packing, page faults and all)."""
     steps = np.asarray(steps, dtype=np.int64)
     base = int(steps.min()) if len(steps) else 0
-    span = int(steps.max()) - base if len(steps) else 0
-    columns = (
-        np.ascontiguousarray(keys, dtype=_key_dtype(len(names))),
-        np.ascontiguousarray(steps - base, dtype="<u4") if span < 1 << 32 else np.ascontiguousarray(steps, "<i8"),
-        np.ascontiguousarray(values, dtype="<f8"),
-    )
+    if len(steps) and int(steps.max()) - base >= 1 << 32:  # too wide a span for offsets
+        base, offsets = 0, np.ascontiguousarray(steps, dtype="<i8")
+    else:
+        offsets = np.ascontiguousarray(steps - base, dtype="<u4")
+    columns = (np.ascontiguousarray(keys, dtype=_key_dtype(len(names))), offsets, np.ascontiguousarray(values, "<f8"))
     keys_b, steps_b, values_b = (c.data.cast("B") for c in columns)
-    return msgpack.packb(  # type: ignore[no-any-return]
-        [FORMAT, names, keys_b, base if span < 1 << 32 else 0, steps_b, values_b]
-    )
+    return msgpack.packb([FORMAT, names, keys_b, base, steps_b, values_b])  # type: ignore[no-any-return]
 
 
 def decode(blob: bytes) -> Part:
@@ -305,8 +302,7 @@ def merge(run_id: int, parts: list[Part]) -> NewPoints:
         return NewPoints(run_id=run_id, series={})
     # Grouped by key, each key's points in arrival order (a stable sort: radix on keys of 8 or
     # 16 bits, one pass or two).
-    narrow = np.uint8 if len(names) <= 1 << 8 else np.uint16 if len(names) <= 1 << 16 else None
-    order = np.argsort(key.astype(narrow) if narrow else key, kind="stable")
+    order = np.argsort(key.astype(_key_dtype(len(names))), kind="stable")
     step = step[order]
     bounds = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=len(names)))])
     # A reporter's steps only grow, so each key's arrival order is its step order: unless a

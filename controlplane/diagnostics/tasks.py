@@ -119,15 +119,11 @@ _WRITE = (
 )
 
 
-def _json(value: Any) -> Any:
-    """A jsonb column read by a plain cursor: decoded by psycopg, or left as text (Django's loader)."""
-    return json.loads(value) if isinstance(value, str | bytes) else value
-
-
 def _run(run_id: int) -> Run:
     """The run, with its project's settings, for what an update rarely needs (its resources on
     the first update, raising alerts)."""
-    return Run.objects.select_related("project__diagnostics_settings").defer(*_RUN_UNREAD[1:]).get(pk=run_id)
+    unread = [name for name in _RUN_UNREAD if name != "config"]  # the resources are read from the config
+    return Run.objects.select_related("project__diagnostics_settings").defer(*unread).get(pk=run_id)
 
 
 def diagnosis_update(run_id: int) -> int:
@@ -172,9 +168,11 @@ def diagnosis_update(run_id: int) -> int:
         else:
             cursor.execute(_READ_PACKED, [run_id])
             state = dx.unpack(bytes(cursor.fetchone()[0]))
-        if "resources" not in state:
-            state["resources"] = list(run_resources(_run(run_id)))
-        thresholds = alerts.thresholds_from(_json(overrides))
+        run = _run(run_id) if "resources" not in state else None  # read once, if at all
+        if run is not None:
+            state["resources"] = list(run_resources(run))
+        # jsonb comes as text through Django's connection (JSONField decodes it; so do we).
+        thresholds = alerts.thresholds_from(json.loads(overrides) if overrides is not None else None)
         found = dx.fold(state, new, thresholds)
         points_seen += len(new)
         last = new.last_step
@@ -182,7 +180,7 @@ def diagnosis_update(run_id: int) -> int:
             last_step = max(last, last_step if last_step is not None else last)
         raised = alerts.detect(new, state.setdefault("alerts", {}), thresholds, found)
         if raised.items:
-            alerts.raise_alerts(_run(run_id), raised)
+            alerts.raise_alerts(run or _run(run_id), raised)
         updated_at = timezone.now()
         with psycopg.Cursor(connection.connection) as bound:  # the transaction's own connection
             bound.execute(_WRITE, [dx.pack(state), points_seen, last_step, updated_at, position, run_id])
