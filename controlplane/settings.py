@@ -77,6 +77,9 @@ if env_bool("BARREL_DB_POOL", True):
         "timeout": 30,
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+# The few statements on a hot path (battles/next's claim) are prepared on their connection
+# (controlplane/dbprepared.py); 0 behind a pooler that cannot carry prepared statements.
+DB_PREPARE = env_bool("BARREL_DB_PREPARE", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -116,6 +119,13 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("BARREL_CELERY_QUEUE", "barrel")
+# The Celery worker's CPU priority, as a nice value (0-19, higher yields more): its work is in the
+# background (ranking refits of seconds, battle reservations, reconciling), the web server's is a
+# person waiting, so where both share cores a request is not queued behind a refit
+# (controlplane/celery.py; benchmarks/battles.py measures it). 0 leaves the worker as started.
+WORKER_NICE = env_int("BARREL_WORKER_NICE", 10)
+if not 0 <= WORKER_NICE <= 19:
+    raise ConfigError(f"BARREL_WORKER_NICE must be a nice value from 0 to 19, got {WORKER_NICE}")
 RECONCILE_INTERVAL_S = env_float("BARREL_RECONCILE_INTERVAL_S", 2.0)
 # The scheduler passes after each submission and each attempt that ends, and from the beat this
 # often; a team's past use counts half after each half-life (fair share, as Slurm's decay).
@@ -144,6 +154,11 @@ EVALS_NEXT_PREPARED = env_bool("BARREL_EVALS_NEXT_PREPARED", True)
 # of its own (evals/next_route.py) instead of queueing on Django's one sync thread; off, the view
 # does it (benchmarks/battles.py: both).
 EVALS_NEXT_ROUTE = env_bool("BARREL_EVALS_NEXT_ROUTE", True)
+# While the route hands battles out, the web process's other HTTP requests (votes, pages) wait
+# for those hand-outs to be sent, at most this long, and the hand-outs' follow-up work (the next
+# reservation's task, the token's last use) starts once none is in flight: 20 voters asking at
+# once are answered before the votes the first of them cast next. 0: neither (benchmarks/battles.py: both).
+EVALS_NEXT_FIRST_HOLD_S = env_float("BARREL_EVALS_NEXT_FIRST_HOLD_S", 0.25)
 # How often replies owed by chat servers that ended are settled (reads of a chat settle it too).
 CHAT_SETTLE_INTERVAL_S = env_float("BARREL_CHAT_SETTLE_INTERVAL_S", 5.0)
 # The config of a chat server the control plane starts (workers/recipes/chat/config.py), less
