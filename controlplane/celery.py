@@ -8,9 +8,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 import redis
 from celery import Celery
+from celery.signals import worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
@@ -19,6 +22,58 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 logger = logging.getLogger(__name__)
+
+THREADS = Path("/proc/self/task")
+AUTOGROUP = Path("/proc/self/autogroup")
+
+
+def cpu_yielded(nice: int) -> list[str]:
+    """Lower this process's CPU priority to the nice value `nice` (never raise it); what was
+    done, in words.
+
+    Every thread's: Linux keeps a nice value per thread, and libraries start threads when they
+    are imported (OpenBLAS's, which run the ranking refits), before any worker signal; threads
+    started later take their starter's. And, when the process leads a session of its own (as
+    devstack starts every service), its autogroup's: with kernel.sched_autogroup_enabled, the
+    scheduler first shares the CPU out equally between sessions, whatever their threads' nice
+    values, so only the autogroup's value ranks the worker below a web server in another session.
+    """
+    if nice <= 0:
+        return []
+    done = []
+    threads = [int(tid) for tid in os.listdir(THREADS)] if THREADS.is_dir() else [0]
+    lowered = 0
+    for tid in threads:
+        try:
+            if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+                os.setpriority(os.PRIO_PROCESS, tid, nice)
+                lowered += 1
+        except ProcessLookupError:
+            continue  # a thread that ended meanwhile
+    if lowered:
+        done.append(f"{lowered} thread(s) at nice {nice}")
+    if os.getsid(0) == os.getpid() and AUTOGROUP.exists():
+        try:
+            if int(AUTOGROUP.read_text().split()[-1]) >= nice:  # "/autogroup-85 nice 0"
+                return done
+            AUTOGROUP.write_text(str(nice))
+            done.append(f"its session's autogroup at nice {nice}")
+        except (OSError, ValueError, IndexError) as exc:
+            logger.warning("the worker's autogroup keeps its CPU priority: %s", exc)
+    return done
+
+
+def _worker_yields_cpu(**_: Any) -> None:
+    """The worker's background work yields the CPU to the web server's requests (WORKER_NICE)."""
+    from django.conf import settings
+
+    done = cpu_yielded(settings.WORKER_NICE)
+    if done:
+        logger.info("CPU priority lowered (BARREL_WORKER_NICE): %s", ", ".join(done))
+
+
+worker_init.connect(_worker_yields_cpu)
+
 
 # A periodic run holds its claim at least this share of its interval from its start. Below 1, so a
 # single beat's ticks (which reach a worker a little early or late) are never skipped; above 1/2,

@@ -4,6 +4,7 @@ real beat processes feeding a real worker."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import subprocess
 import sys
@@ -62,6 +63,47 @@ def test_work_outlasting_its_interval_is_not_overlapped_and_the_next_tick_runs_o
     release_claim(name)
 
 
+def thread_nices(pid: int) -> set[int]:
+    """The nice values of a process's threads (/proc's stat, field 19)."""
+    stats = [(task / "stat").read_text() for task in Path(f"/proc/{pid}/task").iterdir()]
+    return {int(stat.rsplit(")", 1)[1].split()[16]) for stat in stats}
+
+
+YIELDED = """
+import json, os, threading
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+from controlplane.celery import cpu_yielded
+done = threading.Event()
+earlier = threading.Thread(target=done.wait)
+earlier.start()
+first = cpu_yielded(7)
+later = threading.Thread(target=done.wait)
+later.start()
+again = cpu_yielded(3)
+nices = {os.getpriority(os.PRIO_PROCESS, int(tid)) for tid in os.listdir("/proc/self/task")}
+done.set()
+autogroup = open("/proc/self/autogroup").read()
+print(json.dumps({"first": first, "again": again, "nices": sorted(nices), "autogroup": autogroup}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="Linux with autogroups")
+def test_cpu_yielded_lowers_every_thread_and_its_own_sessions_autogroup_and_never_raises_them() -> None:
+    """Threads started before (as OpenBLAS starts its own at import) and after; and the
+    autogroup, which ranks sessions against each other, when the process leads its session."""
+    run = subprocess.run([sys.executable, "-c", YIELDED], capture_output=True, text=True, check=True,
+                         start_new_session=True)  # fmt: skip
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["nices"] == [7] and got["autogroup"].split()[-1] == "7"
+    assert got["first"][1:] == ["its session's autogroup at nice 7"] and got["again"] == []
+    assert re.fullmatch(r"\d+ thread\(s\) at nice 7", got["first"][0])
+    # A process in the caller's session leaves that session's autogroup alone.
+    run = subprocess.run([sys.executable, "-c", YIELDED], capture_output=True, text=True, check=True)
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["nices"] == [7] and len(got["first"]) == 1
+    assert got["autogroup"] == Path("/proc/self/autogroup").read_text()
+
+
 CELERY_LOG_LINE = re.compile(r"^\[(?P<at>[\d-]+ [\d:,]+): INFO/\S+\] Task runs\.reconcile\[[\w-]+\] (?P<what>.*)$")
 
 
@@ -101,6 +143,8 @@ def test_two_beats_feeding_one_worker_reconcile_once_per_interval(tmp_path: Path
                 for m in map(CELERY_LOG_LINE.match, worker_log.read_text(errors="replace").splitlines())
                 if m and m["what"].startswith("succeeded")
             ]
+        # The worker yields the CPU to the web server: every thread at BARREL_WORKER_NICE.
+        assert thread_nices(procs[0].pid) == {settings.WORKER_NICE}
     finally:
         for proc in procs:
             proc.terminate()
