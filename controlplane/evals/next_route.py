@@ -19,6 +19,14 @@ session store and auth.get_user (expired, logged out or a changed password: no u
 must be active, and the CSRF token is checked by the check DRF's SessionAuthentication runs,
 on the request's headers and cookies. Then the same conditional claim as the view's.
 
+Hand-outs go first. Twenty voters asking at once are answered in tens of milliseconds, but the
+first answered vote at once, and a vote is a Django view of several milliseconds of this
+process's CPU (and the GIL) and of the database's: the last asks were queued behind the first
+votes. So while hand-outs are in flight, the process's other HTTP requests wait until they are
+sent (at most EVALS_NEXT_FIRST_HOLD_S), and the hand-outs' follow-up work (the token touched, the
+voter's next battle reserved: a Celery task, which draws for tens of milliseconds) starts once
+none is in flight (at most FOLLOW_UP_MAX_S after it was due).
+
 Anything else goes on to Django untouched, before a byte of the request is read: another token
 kind, an unknown or refused token or session, a failed CSRF check, a plain-HTTP request where
 HTTPS is required, no body prepared, a claim refused, an error on the way. The body is the one
@@ -28,6 +36,7 @@ the view would return; every other answer is Django's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import re
@@ -62,6 +71,10 @@ PATH = re.compile(r"/api/v1/evals/([0-9]{1,19})/battles/next")
 # Token digest → the id of the user who holds it; forgotten wholesale past this many.
 HOLDERS_MAX = 10_000
 _holders: dict[str, int] = {}
+
+# Follow-up work waits for the hand-outs in flight at most this long: under a stream of asks that
+# never lets up, the reservations are still made while their voters read.
+FOLLOW_UP_MAX_S = 0.5
 
 # A session key as Django's session stores make them (get_random_string(32) of these).
 SESSION_KEY = re.compile(r"[a-z0-9]{32}")
@@ -199,6 +212,11 @@ class NextRoute:
     def __init__(self, app: Any, *, threads: int = 8) -> None:
         self.app = app
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="barrel-next")
+        # Hand-outs in flight, and the follow-up work of those sent (all on the event loop's thread).
+        self.in_flight = 0
+        self.holding: list[asyncio.Future[None]] = []  # other requests waiting for them
+        self.follow_ups: list[Callable[[], None]] = []
+        self.follow_up_timer: asyncio.TimerHandle | None = None
         # What Django's middleware and DRF put on the view's 200 beside the body.
         self.headers = [
             (b"content-type", b"application/json"),
@@ -214,19 +232,56 @@ class NextRoute:
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         claimed = claims(scope)
-        loop = asyncio.get_running_loop()
-        served = None if claimed is None else await loop.run_in_executor(self.pool, handle, *claimed)
+        if claimed is None:
+            if scope["type"] == "http" and self.in_flight and settings.EVALS_NEXT_FIRST_HOLD_S > 0:
+                held = asyncio.get_running_loop().create_future()
+                self.holding.append(held)
+                with contextlib.suppress(TimeoutError):  # waited long enough: on with it
+                    await asyncio.wait_for(held, settings.EVALS_NEXT_FIRST_HOLD_S)
+            await self.app(scope, receive, send)
+            return
+        self.in_flight += 1
+        try:
+            await self._serve(scope, receive, send, claimed)
+        finally:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                holding, self.holding = self.holding, []
+                for held in holding:
+                    if not held.done():  # not given up waiting
+                        held.set_result(None)
+                self._follow_up()
+
+    async def _serve(self, scope: Scope, receive: Any, send: Any, claimed: tuple[int, str | Session]) -> None:
+        served = await asyncio.get_running_loop().run_in_executor(self.pool, handle, *claimed)
         if served is None:
             await self.app(scope, receive, send)
             return
         body, after = served
         content = orjson.dumps(body)
         headers = [*self.headers, (b"content-length", b"%d" % len(content))]
-        if isinstance(claimed and claimed[1], Session):
+        if isinstance(claimed[1], Session):
             headers.append((b"vary", b"Cookie"))  # as SessionMiddleware marks an answer that read the session
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": content})
         finally:
-            # Behind the answers of voters asking at the same moment, not ahead of them.
-            loop.run_in_executor(self.pool, after)
+            self._follow_up_later(after)
+
+    def _follow_up_later(self, after: Callable[[], None]) -> None:
+        """Queue the follow-up work of a battle handed out, until no hand-out is in flight."""
+        if settings.EVALS_NEXT_FIRST_HOLD_S <= 0:
+            self.pool.submit(after)  # behind the answers being sent, not ahead of them
+            return
+        self.follow_ups.append(after)
+        if self.follow_up_timer is None:
+            self.follow_up_timer = asyncio.get_running_loop().call_later(FOLLOW_UP_MAX_S, self._follow_up)
+
+    def _follow_up(self) -> None:
+        """Start the queued follow-up work, on the route's threads."""
+        if self.follow_up_timer is not None:
+            self.follow_up_timer.cancel()
+            self.follow_up_timer = None
+        follow_ups, self.follow_ups = self.follow_ups, []
+        for after in follow_ups:
+            self.pool.submit(after)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from datetime import timedelta
 from typing import Any
@@ -286,3 +287,98 @@ def test_the_token_is_touched_as_bearer_authentication_touches_it(
     used = token.get().last_used_at
     assert used is not None and used > long_ago
     prepared_after(opened, "alice")  # the route's work is done before the test's database goes
+
+
+def ordering(monkeypatch: pytest.MonkeyPatch) -> tuple[next_route.NextRoute, list[str], dict[int, threading.Event]]:
+    """A route whose hand-out for eval i waits on event i (its body then served), in front of an
+    app that notes the requests it is given, and the log of what happened."""
+    log: list[str] = []
+    release = {i: threading.Event() for i in (1, 2)}
+
+    def handle(eval_id: int, caller: Any) -> Any:
+        release[eval_id].wait(10)
+        log.append(f"handed out {eval_id}")
+        return {"battle": str(eval_id)}, lambda: log.append(f"followed up {eval_id}")
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        log.append(f"django {scope['path']}")
+
+    monkeypatch.setattr(next_route, "handle", handle)
+    return next_route.NextRoute(app, threads=2), log, release
+
+
+async def sent(message: dict[str, Any]) -> None:
+    return None
+
+
+def ask(route: next_route.NextRoute, eval_id: int) -> asyncio.Task[None]:
+    return asyncio.create_task(route(scope(f"/api/v1/evals/{eval_id}/battles/next"), None, sent))
+
+
+def vote(route: next_route.NextRoute) -> Any:
+    return route(scope("/api/v1/battles/x/votes"), None, sent)
+
+
+def logged(log: list[str], n: int) -> list[str]:
+    """The log once it has n entries (follow-ups run on the route's threads)."""
+    deadline = time.monotonic() + 10
+    while len(log) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return log
+
+
+def test_other_requests_wait_for_the_hand_outs_in_flight_and_so_do_follow_ups(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """A vote arriving while battles are being handed out goes to Django once they are all sent;
+    the follow-up work (the next reservation) of one sent waits for the others too."""
+    settings.EVALS_NEXT_FIRST_HOLD_S = 10.0
+    route, log, release = ordering(monkeypatch)
+
+    async def burst() -> None:
+        asks = [ask(route, 1), ask(route, 2)]
+        await asyncio.sleep(0.05)
+        voted = asyncio.create_task(vote(route))
+        release[1].set()
+        await asks[0]
+        await asyncio.sleep(0.2)
+        assert log == ["handed out 1"] and not voted.done()  # eval 2's hand-out is still in flight
+        release[2].set()
+        await asyncio.gather(asks[1], voted)
+
+    asyncio.run(burst())
+    assert log[:2] == ["handed out 1", "handed out 2"]
+    assert sorted(logged(log, 5)[2:]) == ["django /api/v1/battles/x/votes", "followed up 1", "followed up 2"]
+
+
+def test_other_requests_wait_for_the_hand_outs_no_longer_than_the_hold(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    settings.EVALS_NEXT_FIRST_HOLD_S = 0.1
+    route, log, release = ordering(monkeypatch)
+
+    async def held() -> None:
+        asked = ask(route, 1)
+        await asyncio.sleep(0.05)
+        await asyncio.wait_for(vote(route), 5)
+        assert log == ["django /api/v1/battles/x/votes"]  # the hold ran out: on with the vote
+        release[1].set()
+        await asked
+
+    asyncio.run(held())
+    assert logged(log, 3) == ["django /api/v1/battles/x/votes", "handed out 1", "followed up 1"]
+
+    settings.EVALS_NEXT_FIRST_HOLD_S = 0  # no holding, and each follow-up once its answer is sent
+    route, log, release = ordering(monkeypatch)
+
+    async def unheld() -> None:
+        asks = [ask(route, 1), ask(route, 2)]
+        await asyncio.sleep(0.05)
+        await asyncio.wait_for(vote(route), 0.05)
+        release[1].set()
+        await asks[0]
+        assert logged(log, 3) == ["django /api/v1/battles/x/votes", "handed out 1", "followed up 1"]
+        release[2].set()
+        await asks[1]
+
+    asyncio.run(unheld())
