@@ -1,3 +1,4 @@
+import gc
 import os
 from typing import Any
 
@@ -10,7 +11,7 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.urls import path  # noqa: E402
+from django.urls import get_resolver, path  # noqa: E402
 
 from controlplane.artifacts.asgi import UploadLimit  # noqa: E402
 from controlplane.auth.websocket import BearerAuthMiddleware  # noqa: E402
@@ -36,6 +37,14 @@ websocket_urlpatterns = [
     path("ws/evals/<int:eval_id>/", EvalConsumer.as_asgi()),
     path("ws/chats/<int:session_id>/", ChatConsumer.as_asgi()),
 ]
+
+# What is loaded by now lives as long as the process (modules, settings, the URL resolver, filled
+# here rather than by the first request): kept out of the cyclic garbage collector's passes
+# (gc.freeze), which otherwise walk all of it, every thread stopped, for 150-200 ms on this
+# machine: the slowest battles/next of a burst (benchmarks/battles.py).
+get_resolver().reverse_dict  # noqa: B018 - fills the resolver
+gc.collect()
+gc.freeze()
 
 application = ProtocolTypeRouter(
     {
