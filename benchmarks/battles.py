@@ -1,8 +1,8 @@
 """Next-battle latency with many voters asking at once, through the web server:
 
     .venv/bin/python -m benchmarks.battles [--items 50] [--votes 20000] [--voters 20] [--prompts 200]
-        [--bursts 10] [--gap-s 3] [--web-workers 1] [--modes prepared,prepared-view,reserved]
-        [--auth token|session]
+        [--bursts 10] [--gap-s 3] [--web-workers 1] [--modes prepared,prepared-unordered,prepared-view]
+        [--auth token|session] [--client raw|httpx]
         [--database-url ...]
 
 Stacks side by side (`--modes`, the first three by default; web server with `--web-workers` processes,
@@ -16,7 +16,12 @@ Voters authenticate with an API token each (`--auth token`, a script's way) or a
 - prepared: each voter's next battle is drawn by a Celery task while they read the one shown,
   which also writes the body battles/next returns into Redis; battles/next takes it and marks
   the reservation shown with one conditional UPDATE (BARREL_EVALS_NEXT_PREPARED=1, the default),
-  on the ASGI route's threads (evals/next_route.py; BARREL_EVALS_NEXT_ROUTE=1, the default);
+  on the ASGI route's threads (evals/next_route.py; BARREL_EVALS_NEXT_ROUTE=1, the default),
+  the web process's other requests waiting for the hand-outs in flight, the claim a prepared
+  statement (controlplane/dbprepared.py) and the Celery worker at a lower CPU priority (the
+  defaults);
+- prepared-unordered: the same, without those three (BARREL_EVALS_NEXT_FIRST_HOLD_S=0,
+  BARREL_DB_PREPARE=0, BARREL_WORKER_NICE=0: the behaviour before them);
 - prepared-view: the same, but through the Django view on its one sync thread
   (BARREL_EVALS_NEXT_ROUTE=0, the behaviour before the route);
 - reserved: the same reservation, but battles/next reads it and builds its body from the
@@ -26,8 +31,10 @@ Voters authenticate with an API token each (`--auth token`, a script's way) or a
 
 Then `--bursts` times, for each stack in turn (alternating which goes first, since the machine is
 shared): all voters ask for their next battle at the same moment (a barrier), each over its own
-connection, and then vote on it, and read for `--gap-s` before the next burst; the refresh task
-runs after each vote as in production. The first burst finds nothing reserved: each voter's
+connection (a request written to it, as a load generator writes it: RawAsk; `--client httpx` asks
+through httpx, whose own queueing in this one process is then counted too), and then vote on it,
+and read for `--gap-s` before the next burst; the refresh task runs after each vote as in
+production. The first burst finds nothing reserved: each voter's
 first battle is drawn in-line on every stack, so it is reported apart from the later bursts.
 Then, one stack at a time, voters at their own pace: each reads its battle for a random time
 (mean `--think-s`) before asking again, `--asks` times. Printed: per stack and phase, the
@@ -41,23 +48,26 @@ import argparse
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import threading
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from benchmarks.common import Place, add_place_options, bench_stack, median, pct
 from controlplane.devstack import Stack
 
-# Each stack's settings: BARREL_EVALS_RESERVE_NEXT, BARREL_EVALS_NEXT_PREPARED, BARREL_EVALS_NEXT_ROUTE.
-MODES = {
-    "prepared": ("1", "1", "1"),
-    "prepared-view": ("1", "1", "0"),
-    "reserved": ("1", "0", "0"),
-    "in-line": ("0", "0", "0"),
+# Each stack's settings, over the defaults.
+MODES: dict[str, dict[str, str]] = {
+    "prepared": {},
+    "prepared-unordered": {"BARREL_EVALS_NEXT_FIRST_HOLD_S": "0", "BARREL_DB_PREPARE": "0", "BARREL_WORKER_NICE": "0"},
+    "prepared-view": {"BARREL_EVALS_NEXT_ROUTE": "0"},
+    "reserved": {"BARREL_EVALS_NEXT_PREPARED": "0", "BARREL_EVALS_NEXT_ROUTE": "0"},
+    "in-line": {"BARREL_EVALS_RESERVE_NEXT": "0", "BARREL_EVALS_NEXT_PREPARED": "0", "BARREL_EVALS_NEXT_ROUTE": "0"},
 }
 
 
@@ -101,22 +111,82 @@ def seeded(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def burst(url: str, eval_id: int, clients: list[httpx.Client]) -> list[float]:
+class RawAsk:
+    """battles/next as a load generator sends it: the request's bytes built once, written to a
+    connection opened beforehand, the answer read up to its Content-Length. Twenty threads of one
+    Python process that each build and parse requests with httpx queue on that process's GIL and
+    cores; measured here, that queueing (tens of milliseconds: `--client httpx`) was counted in
+    the server's round trips."""
+
+    def __init__(self, url: str, eval_id: int, client: httpx.Client) -> None:
+        parsed = urlsplit(url)
+        self.address = (parsed.hostname or "127.0.0.1", parsed.port or 80)
+        lines = [f"POST /api/v1/evals/{eval_id}/battles/next HTTP/1.1", f"Host: {parsed.netloc}", "Content-Length: 0"]
+        lines += [
+            f"{name}: {value}"
+            for name, value in client.headers.items()
+            if name.lower() in ("authorization", "cookie", "x-csrftoken")
+        ]
+        self.request = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        self.sock: socket.socket | None = None
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection(self.address, timeout=120)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def ask(self) -> tuple[int, bytes]:
+        """The status and body of one battles/next, on the connection opened by connect()."""
+        assert self.sock is not None
+        self.sock.sendall(self.request)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += self._recv()
+        head, _, body = got.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        length = int(fields.get("content-length", "0"))
+        while len(body) < length:
+            body += self._recv()
+        return int(lines[0].split()[1]), body
+
+    def _recv(self) -> bytes:
+        assert self.sock is not None
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection mid-answer")
+        return chunk
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def burst(url: str, eval_id: int, clients: list[httpx.Client], raw: bool) -> list[float]:
     """Every voter asks for a battle at once and votes on it; the round trips of the asks."""
     barrier = threading.Barrier(len(clients))
     times: list[float] = []
     failures: list[str] = []
 
     def voter(client: httpx.Client) -> None:
+        asker = RawAsk(url, eval_id, client) if raw else None
+        if asker is not None:
+            asker.connect()  # before the barrier: not a part of the round trip
         barrier.wait()
         t0 = time.perf_counter()
-        served = client.post(f"{url}/api/v1/evals/{eval_id}/battles/next")
-        times.append(time.perf_counter() - t0)
-        if served.status_code != 200:
-            failures.append(f"battles/next {served.status_code}: {served.text[:200]}")
+        if asker is not None:
+            code, content = asker.ask()
+            times.append(time.perf_counter() - t0)
+            asker.close()
+        else:
+            served = client.post(f"{url}/api/v1/evals/{eval_id}/battles/next")
+            times.append(time.perf_counter() - t0)
+            code, content = served.status_code, served.content
+        if code != 200:
+            failures.append(f"battles/next {code}: {content[:200]!r}")
             return
         choice = random.choice(["a", "b", "tie"])
-        voted = client.post(f"{url}/api/v1/battles/{served.json()['battle']}/votes", json={"choice": choice})
+        voted = client.post(f"{url}/api/v1/battles/{json.loads(content)['battle']}/votes", json={"choice": choice})
         if voted.status_code != 201:
             failures.append(f"vote {voted.status_code}: {voted.text[:200]}")
 
@@ -204,8 +274,14 @@ def main() -> None:
         "--gap-s", type=float, default=3.0, help="seconds after each burst: the voters read before they all ask again"
     )
     parser.add_argument(
-        "--modes", default="prepared,prepared-view,reserved", help="the stacks to compare, of " + ", ".join(MODES)
+        "--modes",
+        default="prepared,prepared-unordered,prepared-view",
+        help="the stacks to compare, of " + ", ".join(MODES),
     )
+    parser.add_argument(
+        "--client", choices=["raw", "httpx"], default="raw",
+        help="how bursts ask: a request written to an open connection (raw), or through httpx",
+    )  # fmt: skip
     parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)  # inside a stack's environment
     add_place_options(parser)
     args = parser.parse_args()
@@ -220,9 +296,7 @@ def main() -> None:
     stacks: dict[str, Stack] = {}
     try:
         for mode in modes:
-            reserve, prepared, route = MODES[mode]
-            env = {"BARREL_EVALS_RESERVE_NEXT": reserve, "BARREL_EVALS_NEXT_PREPARED": prepared,
-                   "BARREL_EVALS_NEXT_ROUTE": route, "BARREL_WEB_WORKERS": str(args.web_workers)}  # fmt: skip
+            env = {**MODES[mode], "BARREL_WEB_WORKERS": str(args.web_workers)}
             # Every stack on a Redis server of its own, the first too: on REDIS_URL's database any
             # other Celery worker there (a test's, another stack's) takes reservation tasks off the
             # shared queue, and prepared bodies of the same eval id would meet.
@@ -232,14 +306,15 @@ def main() -> None:
         print(
             f"## battles/next: {args.items} candidates, {args.prompts} prompts, {args.votes} votes; "
             f"{args.voters} voters asking at once, {args.bursts} bursts per stack, "
-            f"{args.web_workers} web process(es) each, voters by {args.auth}; load average {loadavg()}"
+            f"{args.web_workers} web process(es) each, voters by {args.auth}, bursts asked by the {args.client} "
+            f"client; load average {loadavg()}"
         )
         clients = {mode: voter_clients(world, args.auth) for mode, world in worlds.items()}
         times: dict[str, list[float]] = {mode: [] for mode in modes}
         slowest: dict[str, list[float]] = {mode: [] for mode in modes}
         for b in range(args.bursts):
             for mode in modes[:: 1 if b % 2 == 0 else -1]:
-                got = burst(stacks[mode].url, worlds[mode]["eval"], clients[mode])
+                got = burst(stacks[mode].url, worlds[mode]["eval"], clients[mode], args.client == "raw")
                 times[mode] += got
                 slowest[mode].append(max(got))
                 time.sleep(args.gap_s)
