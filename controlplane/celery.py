@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import celeryd_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
@@ -64,7 +64,9 @@ def cpu_yielded(nice: int) -> list[str]:
 
 
 def _worker_yields_cpu(**_: Any) -> None:
-    """The worker's background work yields the CPU to the web server's requests (WORKER_NICE)."""
+    """The worker's background work yields the CPU to the web server's requests (WORKER_NICE).
+    On `celery worker`'s own start (celeryd_init), not on a worker embedded in another program
+    (a test's start_worker), whose process is not the worker's to slow down."""
     from django.conf import settings
 
     done = cpu_yielded(settings.WORKER_NICE)
@@ -72,7 +74,7 @@ def _worker_yields_cpu(**_: Any) -> None:
         logger.info("CPU priority lowered (BARREL_WORKER_NICE): %s", ", ".join(done))
 
 
-worker_init.connect(_worker_yields_cpu)
+celeryd_init.connect(_worker_yields_cpu)
 
 
 # A periodic run holds its claim at least this share of its interval from its start. Below 1, so a
