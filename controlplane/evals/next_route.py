@@ -240,9 +240,11 @@ class NextRoute:
                     await asyncio.wait_for(held, settings.EVALS_NEXT_FIRST_HOLD_S)
             await self.app(scope, receive, send)
             return
-        self.in_flight += 1
+        self.in_flight += 1  # until its body is sent, or it is left to Django: a view is no hand-out
         try:
-            await self._serve(scope, receive, send, claimed)
+            served = await asyncio.get_running_loop().run_in_executor(self.pool, handle, *claimed)
+            if served is not None:
+                await self._send(send, claimed, *served)
         finally:
             self.in_flight -= 1
             if self.in_flight == 0:
@@ -251,13 +253,12 @@ class NextRoute:
                     if not held.done():  # not given up waiting
                         held.set_result(None)
                 self._follow_up()
-
-    async def _serve(self, scope: Scope, receive: Any, send: Any, claimed: tuple[int, str | Session]) -> None:
-        served = await asyncio.get_running_loop().run_in_executor(self.pool, handle, *claimed)
         if served is None:
             await self.app(scope, receive, send)
-            return
-        body, after = served
+
+    async def _send(
+        self, send: Any, claimed: tuple[int, str | Session], body: dict[str, Any], after: Callable[[], None]
+    ) -> None:
         content = orjson.dumps(body)
         headers = [*self.headers, (b"content-length", b"%d" % len(content))]
         if isinstance(claimed[1], Session):

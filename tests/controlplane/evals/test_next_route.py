@@ -382,3 +382,29 @@ def test_other_requests_wait_for_the_hand_outs_no_longer_than_the_hold(
         await asks[1]
 
     asyncio.run(unheld())
+
+
+def test_an_ask_left_to_django_holds_no_other_request(monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+    """Nothing prepared: the ask is Django's view, no hand-out in flight, so a vote beside it goes on."""
+    settings.EVALS_NEXT_FIRST_HOLD_S = 10.0
+    log: list[str] = []
+    in_view = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        log.append(f"django {scope['path']}")
+        if "battles/next" in scope["path"]:
+            in_view.set()
+            await asyncio.sleep(0.3)  # the view drawing in-line
+            log.append("view done")
+
+    monkeypatch.setattr(next_route, "handle", lambda eval_id, caller: None)
+    route = next_route.NextRoute(app, threads=1)
+
+    async def burst() -> None:
+        asked = ask(route, 1)
+        await in_view.wait()
+        await asyncio.wait_for(vote(route), 0.2)
+        await asked
+
+    asyncio.run(burst())
+    assert log == ["django /api/v1/evals/1/battles/next", "django /api/v1/battles/x/votes", "view done"]
