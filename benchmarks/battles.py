@@ -14,8 +14,9 @@ Voters authenticate with an API token each (`--auth token`, a script's way) or a
 (`--auth session`: a session made by Django's login and the CSRF header the dashboard sends).
 
 - prepared: each voter's next battle is drawn by a Celery task while they read the one shown,
-  which also writes the body battles/next returns into Redis; battles/next takes it and marks
-  the reservation shown with one conditional UPDATE (BARREL_EVALS_NEXT_PREPARED=1, the default),
+  which also writes the body battles/next returns into its row; battles/next marks the
+  reservation shown and returns that body with one conditional UPDATE
+  (BARREL_EVALS_NEXT_PREPARED=1, the default),
   on the ASGI route's threads (evals/next_route.py; BARREL_EVALS_NEXT_ROUTE=1, the default),
   the web process's other requests waiting for the hand-outs in flight, the claim a prepared
   statement (controlplane/dbprepared.py) and the Celery worker at a lower CPU priority (the

@@ -146,9 +146,10 @@ EVALS_PRIORITY_STALE_VOTES = env_int("BARREL_EVALS_PRIORITY_STALE_VOTES", 200)
 # so battles/next only hands it out; off, every battles/next draws in-line (about 40 ms at 50
 # candidates and 20,000 votes, and 20 voters asking at once wait on each other: benchmarks/battles.py).
 EVALS_RESERVE_NEXT = env_bool("BARREL_EVALS_RESERVE_NEXT", True)
-# With reservations on, the reservation task also writes the body battles/next returns into
-# Redis (evals/prepared.py), and battles/next hands it out with one conditional UPDATE; off, it
-# reads and builds the reserved battle from the database (benchmarks/battles.py: both).
+# With reservations on, the reservation task also writes the body battles/next returns into the
+# reservation's row (evals/prepared.py), and battles/next hands it out with one conditional
+# UPDATE that returns it; off, it reads and builds the reserved battle from the database
+# (benchmarks/battles.py: both).
 EVALS_NEXT_PREPARED = env_bool("BARREL_EVALS_NEXT_PREPARED", True)
 # With prepared bodies on, a user token's or a session's battles/next is handed out by an ASGI route on threads
 # of its own (evals/next_route.py) instead of queueing on Django's one sync thread; off, the view

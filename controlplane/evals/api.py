@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -237,12 +238,12 @@ class BattleNextView(APIView):
         "until you voted. 409 unless the eval is OPEN.",
     )
     def post(self, request: Request, eval_id: int) -> Response:
-        # The reservation's body prepared in Redis (prepared.py): no eval to read, no body to build.
+        # The reservation's body prepared with it (prepared.py): no eval to read, no body to build.
         voter: Any = request.user  # authenticated: a user with an id
         body = body_take(eval_id=eval_id, voter=voter)
         if body is not None:
             battles.battle_shown(eval_id=eval_id, voter_id=voter.pk)
-            return Response(body)
+            return Response(json.loads(body))
         evaluation = _eval(request, eval_id, lean=True)
         _check_may_vote(request.user, evaluation)
         serving = battles.battle_next(voter=request.user, evaluation=evaluation)

@@ -31,7 +31,7 @@ def _not_open(evaluation: Eval) -> ApiError:
 # The voter's reserved battle, shown now: one statement, and a reservation another request of
 # the same voter holds is skipped, not waited for.
 _TAKE_RESERVED = """
-UPDATE evals_serving SET served_at = now() WHERE id = (
+UPDATE evals_serving SET served_at = now(), body = '' WHERE id = (
     SELECT s.id FROM evals_serving s JOIN evals_battle b ON b.id = s.battle_id
     WHERE s.voter_id = %s AND b.eval_id = %s AND s.served_at IS NULL
     ORDER BY s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED

@@ -131,6 +131,9 @@ class Serving(models.Model):
     # None: reserved as the voter's next battle (pick.battle_prepare), not shown yet; it exists for
     # them only once battles/next hands it out.
     served_at = models.DateTimeField(null=True, default=timezone.now)
+    # A reservation's battles/next body (JSON), prepared with it so that handing it out is one
+    # statement (evals/prepared.py); empty once shown, or when none was prepared.
+    body = models.TextField(blank=True, default="")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["battle", "voter"], name="serving_battle_voter_unique")]

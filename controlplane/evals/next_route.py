@@ -5,13 +5,13 @@ Under ASGI, Django runs every sync view of a process on one thread, one request 
 twenty voters asking at once waited in line behind each other and behind the votes the first
 of them were already casting, each holding that thread through its database round trips
 (benchmarks/battles.py). This route serves only the case that needs no view at all, on a small
-pool of threads of its own: one Redis round trip (take the prepared body) and one statement
-(prepared.body_take_by_token: the reservation still this voter's and unshown, the eval OPEN,
-the voter allowed to vote, and the token one bearer authentication accepts: not revoked, its
-user active). Which user holds a token is looked up the first time (auth.bearer.resolve_bearer,
-refusals and all) and remembered: a token never changes hands, and whether it is still good is
-checked by that statement on every request. After the answer is sent, the token is touched as
-bearer authentication touches it and the voter's next battle is reserved.
+pool of threads of its own: one statement (prepared.body_take_by_token: the voter's unshown
+reservation taken and its body returned, the eval OPEN, the voter allowed to vote, and the token
+one bearer authentication accepts: not revoked, its user active). Which user holds a token is
+looked up the first time (auth.bearer.resolve_bearer, refusals and all) and remembered: a token
+never changes hands, and whether it is still good is checked by that statement on every request.
+After the answer is sent, the token is touched as bearer authentication touches it and the
+voter's next battle is reserved.
 
 A browser's voter (a session cookie, no bearer token) is served here too, since the vote page
 is where most battles are asked for: the session is read and its user checked by Django's own
@@ -48,7 +48,6 @@ from http.cookies import SimpleCookie
 from importlib import import_module
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.contrib import auth
 from django.core.handlers.asgi import ASGIRequest
@@ -165,8 +164,8 @@ def _session_voter(session: Session) -> Any | None:
     return user
 
 
-def handle(eval_id: int, caller: str | Session) -> tuple[dict[str, Any], Callable[[], None]] | None:
-    """The prepared body, now shown to the caller, and what to do once it is sent; or None:
+def handle(eval_id: int, caller: str | Session) -> tuple[bytes, Callable[[], None]] | None:
+    """The prepared body (JSON), now shown to the caller, and what to do once it is sent; or None:
     Django answers (run on a worker thread)."""
     close_old_connections()
     try:
@@ -257,9 +256,8 @@ class NextRoute:
             await self.app(scope, receive, send)
 
     async def _send(
-        self, send: Any, claimed: tuple[int, str | Session], body: dict[str, Any], after: Callable[[], None]
+        self, send: Any, claimed: tuple[int, str | Session], content: bytes, after: Callable[[], None]
     ) -> None:
-        content = orjson.dumps(body)
         headers = [*self.headers, (b"content-length", b"%d" % len(content))]
         if isinstance(claimed[1], Session):
             headers.append((b"vary", b"Cookie"))  # as SessionMiddleware marks an answer that read the session

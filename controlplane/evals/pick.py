@@ -190,7 +190,8 @@ def serving_draw(*, evaluation: Eval, voter: Any, shown: bool) -> Serving | None
         existing = Serving.objects.get(battle=battle, voter_id=getattr(voter, "pk", voter))
         if existing.served_at is None:  # reserved for them: it is shown now
             existing.served_at = served_at
-            existing.save(update_fields=["served_at"])
+            existing.body = ""
+            existing.save(update_fields=["served_at", "body"])
         return existing
 
 
@@ -205,7 +206,7 @@ def battle_prepare(*, eval_id: int, voter_id: int) -> bool:
         if reserved.exists():
             return False
         serving = serving_draw(evaluation=evaluation, voter=voter_id, shown=False)
-    if serving is None:
-        return False
-    body_store(serving)  # committed: battles/next may hand it out from Redis from now on
+        if serving is None:
+            return False
+        body_store(serving)  # with it: battles/next may hand it out in one statement once this commits
     return True

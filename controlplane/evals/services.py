@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import secrets
-from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -226,7 +225,7 @@ def eval_close(*, evaluation: Eval) -> Eval:
             status_code=409,
         )
     eval_status_on_commit(evaluation.id)
-    transaction.on_commit(partial(bodies_drop, evaluation.id), robust=True)
+    bodies_drop(evaluation.id)
     evaluation.refresh_from_db()
     return evaluation
 

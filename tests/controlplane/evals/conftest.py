@@ -118,15 +118,14 @@ def live_eval(owner: Persona, project: Project) -> Iterator[OpenEval]:
 
 @pytest.fixture(autouse=True)
 def _no_refresh_marks() -> Iterator[None]:
-    """The refresh task's locks and dirty marks, and prepared battle bodies, live in Redis under
-    the eval's id, which the next test's eval may reuse: none is left over from an earlier test."""
+    """The refresh task's locks and dirty marks live in Redis under the eval's id, which the next
+    test's eval may reuse: none is left over from an earlier test."""
     import redis
     from django.conf import settings
 
     client = redis.Redis.from_url(settings.REDIS_URL)
-    for pattern in ("barrel:evals:*:ranking:*", "barrel:evals:next:*"):
-        for key in client.scan_iter(pattern):
-            client.delete(key)
+    for key in client.scan_iter("barrel:evals:*:ranking:*"):
+        client.delete(key)
     yield
 
 

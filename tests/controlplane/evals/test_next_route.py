@@ -7,7 +7,6 @@ prepared. A browser's session is served as a token is."""
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from datetime import timedelta
@@ -82,8 +81,8 @@ def prepared_after(opened: OpenEval, name: str, battle: str | None = None) -> di
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         value = stored(opened, name)
-        if value is not None and json.loads(value)["body"]["battle"] != battle:
-            return dict(json.loads(value))
+        if value is not None and value["body"]["battle"] != battle:
+            return value
         time.sleep(0.01)
     raise AssertionError(f"no next battle prepared for {name}")
 
@@ -100,7 +99,7 @@ def test_a_prepared_battle_is_served_by_the_route_as_the_view_serves_it(
     assert first.status_code == 200 and served == []
     value = stored(opened, "alice")
     assert value is not None
-    prepared = json.loads(value)
+    prepared = value
     second = via_asgi(nexts(opened), owner.token)
     assert served == [opened.eval.id]
     assert second.status_code == 200 and second.json() == prepared["body"]
@@ -138,15 +137,15 @@ def test_a_prepared_body_the_caller_may_not_see_is_left_to_django(
     elif change == "closed":
         assert post(owner.client, f"/api/v1/evals/{opened.eval.id}/close", {}).status_code == 200
         put_back(opened, "alice", value)
-    else:  # the owner's body under the outsider's id (the field names the voter, the claim checks it)
+    else:  # the owner's body reserved for the outsider (the claim checks they are a member)
         token = outsider.token
         put_back(opened, "mallory", value)
     refused = via_asgi(nexts(opened), token)
     expected = {"revoked": 401, "inactive": 401, "removed": 404, "viewer": 403, "closed": 409, "outsider": 404}
     assert refused.status_code == expected[change], refused.text
     assert served == []
-    assert json.loads(value)["body"]["a"] not in refused.text
-    assert Serving.objects.get(id=json.loads(value)["serving"]).served_at is None
+    assert value["body"]["a"] not in refused.text
+    assert Serving.objects.get(id=value["serving"]).served_at is None
 
 
 def test_without_a_prepared_body_django_serves_and_prepares_the_next(
@@ -191,7 +190,7 @@ def test_a_session_django_would_refuse_is_left_to_django(
     opened = live_eval
     cookies = browser(owner)
     assert via_asgi(nexts(opened), "", headers=cookies).status_code == 200
-    value = json.dumps(prepared_after(opened, "alice"))
+    value = prepared_after(opened, "alice")
     if change == "no csrf header":
         cookies = browser(owner, csrf=None)
     elif change == "wrong csrf":
@@ -210,8 +209,8 @@ def test_a_session_django_would_refuse_is_left_to_django(
     # Django's answers: no user is 401, a user failing the CSRF check 403.
     assert refused.status_code == (403 if "csrf" in change else 401), refused.text
     assert served == []
-    assert json.loads(value)["body"]["a"] not in refused.text
-    assert Serving.objects.get(id=json.loads(value)["serving"]).served_at is None
+    assert value["body"]["a"] not in refused.text
+    assert Serving.objects.get(id=value["serving"]).served_at is None
 
 
 def scope(
@@ -298,7 +297,7 @@ def ordering(monkeypatch: pytest.MonkeyPatch) -> tuple[next_route.NextRoute, lis
     def handle(eval_id: int, caller: Any) -> Any:
         release[eval_id].wait(10)
         log.append(f"handed out {eval_id}")
-        return {"battle": str(eval_id)}, lambda: log.append(f"followed up {eval_id}")
+        return b'{"battle": "%d"}' % eval_id, lambda: log.append(f"followed up {eval_id}")
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         log.append(f"django {scope['path']}")

@@ -1,4 +1,4 @@
-"""battles/next hands a reservation out from the body the reservation task prepared in Redis
+"""battles/next hands a reservation out from the body the reservation task prepared with it
 (evals/prepared.py): the same body the ordinary path returns, blind, taken once, and never once
 the reservation is no longer the voter's to see: taken another way, voted on, the eval closed,
 the voter gone from the team or a viewer who may not vote."""
@@ -9,15 +9,12 @@ import json
 from typing import Any
 
 import pytest
-import redis
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from controlplane.evals.models import Candidate, Serving
-from controlplane.evals.prepared import key
 from controlplane.teams.models import Membership, Role
 from tests.conftest import Persona
 from tests.controlplane.evals.conftest import LABELS, OpenEval, post, voter
@@ -25,16 +22,27 @@ from tests.controlplane.evals.conftest import LABELS, OpenEval, post, voter
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def stored(opened: OpenEval, name: str) -> bytes | None:
-    user = get_user_model().objects.get(username=name)
-    value: bytes | None = redis.Redis.from_url(settings.REDIS_URL).hget(key(opened.eval.id), str(user.id))  # type: ignore[assignment]
-    return value
+def stored(opened: OpenEval, name: str) -> dict[str, Any] | None:
+    """The voter's reservation in the eval with a prepared body: its serving's id and the body."""
+    reserved = (
+        Serving.objects.filter(voter__username=name, battle__eval=opened.eval, served_at__isnull=True)
+        .exclude(body="")
+        .values_list("id", "body")
+        .first()
+    )
+    return None if reserved is None else {"serving": reserved[0], "body": json.loads(reserved[1])}
 
 
-def put_back(opened: OpenEval, name: str, value: bytes) -> None:
-    """A body left behind in Redis (a crash between taking and serving, a task that lost a race)."""
+def put_back(opened: OpenEval, name: str, value: dict[str, Any]) -> None:
+    """A body written again where it must not be served from: onto the voter's serving of its
+    battle (made unshown when there is none)."""
     user = get_user_model().objects.get(username=name)
-    redis.Redis.from_url(settings.REDIS_URL).hset(key(opened.eval.id), str(user.id), value)
+    Serving.objects.update_or_create(
+        battle_id=value["body"]["battle"],
+        voter=user,
+        defaults={"body": json.dumps(value["body"])},
+        create_defaults={"body": json.dumps(value["body"]), "swapped": False, "served_at": None},
+    )
 
 
 def ask(client: APIClient, opened: OpenEval) -> Any:
@@ -47,12 +55,11 @@ def test_the_prepared_body_is_the_ordinary_one_blind_and_taken_once(live_eval: O
     assert ask(judge, opened).status_code == 200
     value = stored(opened, "judge")
     assert value is not None
-    prepared = json.loads(value)
+    prepared = value
     # Nothing in it names a candidate, run or step; the battle id is a uuid4 that sorts by nothing.
     text = json.dumps(prepared["body"])
     names = [*LABELS, *(c.uri for c in Candidate.objects.filter(eval=opened.eval))]
     assert not [name for name in names if name in text]
-    assert set(prepared) == {"serving", "body"}  # the serving's id stays on the server
     assert set(prepared["body"]) == {"battle", "prompt", "a", "b", "guidelines"}
     # Handed out with no eval read and no body built: the token, the conditional claim, the
     # reservation of the next one (its task runs eagerly here, so its queries are counted apart).
@@ -67,7 +74,7 @@ def test_the_prepared_body_is_the_ordinary_one_blind_and_taken_once(live_eval: O
     detail = judge.get(f"/api/v1/battles/{prepared['body']['battle']}").json()
     assert {k: detail[k] for k in prepared["body"]} == prepared["body"]
     after = stored(opened, "judge")
-    assert after is not None and json.loads(after)["body"]["battle"] != prepared["body"]["battle"]
+    assert after is not None and after["body"]["battle"] != prepared["body"]["battle"]
 
 
 def test_a_body_is_not_served_twice_nor_after_the_vote(live_eval: OpenEval) -> None:
@@ -76,10 +83,10 @@ def test_a_body_is_not_served_twice_nor_after_the_vote(live_eval: OpenEval) -> N
     assert ask(judge, opened).status_code == 200
     value = stored(opened, "judge")
     assert value is not None
-    battle = json.loads(value)["body"]["battle"]
+    battle = value["body"]["battle"]
     assert ask(judge, opened).json()["battle"] == battle
     assert post(judge, f"/api/v1/battles/{battle}/votes", {"choice": "a"}).status_code == 201
-    # The same body again in Redis: its reservation was shown and voted on, so it is not served;
+    # The same body again on its serving: it was shown and voted on, so it is not served;
     # the ordinary path hands out the real next reservation instead.
     put_back(opened, "judge", value)
     again = ask(judge, opened)
@@ -96,7 +103,7 @@ def test_a_body_of_a_reservation_taken_the_ordinary_way_is_not_served(live_eval:
     assert value is not None
     settings.EVALS_NEXT_PREPARED = False  # the ordinary path takes the reservation
     taken = ask(judge, opened).json()["battle"]
-    assert taken == json.loads(value)["body"]["battle"]
+    assert taken == value["body"]["battle"]
     settings.EVALS_NEXT_PREPARED = True
     assert ask(judge, opened).json()["battle"] != taken
 
@@ -112,7 +119,7 @@ def test_closing_the_eval_drops_its_bodies_and_one_left_is_not_served(owner: Per
     put_back(opened, "judge", value)
     refused = ask(judge, opened)
     assert refused.status_code == 409
-    assert "battle" not in refused.json() and json.loads(value)["body"]["a"] not in refused.text
+    assert "battle" not in refused.json() and value["body"]["a"] not in refused.text
 
 
 @pytest.mark.parametrize("change", ["removed", "viewer"])
@@ -130,6 +137,6 @@ def test_a_voter_who_may_no_longer_vote_is_served_nothing_prepared(live_eval: Op
         membership.save()
     refused = ask(judge, opened)
     assert refused.status_code == (404 if change == "removed" else 403)
-    assert json.loads(value)["body"]["a"] not in refused.text
-    reserved = Serving.objects.get(battle_id=json.loads(value)["body"]["battle"], voter__username="judge")
+    assert value["body"]["a"] not in refused.text
+    reserved = Serving.objects.get(battle_id=value["body"]["battle"], voter__username="judge")
     assert reserved.served_at is None
