@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.battles [--items 50] [--votes 20000] [--voters 20] [--prompts 200]
         [--bursts 10] [--gap-s 3] [--web-workers 1] [--modes prepared,prepared-unordered,prepared-view]
-        [--auth token|session] [--client raw|httpx]
+        [--auth token|session] [--client raw|httpx] [--first reserved|unreserved]
         [--database-url ...]
 
 Stacks side by side (`--modes`, the first three by default; web server with `--web-workers` processes,
@@ -35,8 +35,10 @@ shared): all voters ask for their next battle at the same moment (a barrier), ea
 connection (a request written to it, as a load generator writes it: RawAsk; `--client httpx` asks
 through httpx, whose own queueing in this one process is then counted too), and then vote on it,
 and read for `--gap-s` before the next burst; the refresh task runs after each vote as in
-production. The first burst finds nothing reserved: each voter's
-first battle is drawn in-line on every stack, so it is reported apart from the later bursts.
+production. The first burst comes right after the eval opened: each voter's first battle was
+reserved as it opened (pick.battles_prepare_first), but on a stack that reserves nothing
+(in-line) it is drawn in-line, and `--first unreserved` leaves every stack to draw it so; it is
+reported apart from the later bursts.
 Then, one stack at a time, voters at their own pace: each reads its battle for a random time
 (mean `--think-s`) before asking again, `--asks` times. Printed: per stack and phase, the
 median, p90 and p99 of the battles/next round trips and their largest (and in bursts the median
@@ -72,9 +74,10 @@ MODES: dict[str, dict[str, str]] = {
 }
 
 
-def seed(items: int, votes: int, voters: int, prompts: int) -> dict[str, Any]:
+def seed(items: int, votes: int, voters: int, prompts: int, first: str) -> dict[str, Any]:
     """In the stack's database (this process's DATABASE_URL): the eval, its voters as members
-    with tokens, and a serving behind every vote (so nobody is served a battle twice)."""
+    with tokens, a serving behind every vote (so nobody is served a battle twice), and (`first`
+    reserved) each voter's first battle reserved as the eval's opening reserves it."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     import django
 
@@ -84,6 +87,7 @@ def seed(items: int, votes: int, voters: int, prompts: int) -> dict[str, Any]:
 
     from benchmarks.ranking_live import build_eval
     from controlplane.evals.models import Serving, Vote
+    from controlplane.evals.pick import battles_prepare_first
     from controlplane.evals.refresh import ranking_cached
     from controlplane.teams.models import Membership, Role
     from controlplane.teams.services import token_create
@@ -96,6 +100,8 @@ def seed(items: int, votes: int, voters: int, prompts: int) -> dict[str, Any]:
         for b, v in Vote.objects.filter(battle__eval=evaluation).values_list("battle_id", "voter_id")
     )
     ranking_cached(evaluation, with_flagged=False)  # what the refresh task left after the last vote
+    if first == "reserved":
+        battles_prepare_first(eval_id=evaluation.id)  # as the eval's opening does, with the stack's settings
     sessions = []
     for person in people:  # a browser's login each: a session in the database, as the login view makes it
         browser = Client()
@@ -107,7 +113,7 @@ def seed(items: int, votes: int, voters: int, prompts: int) -> dict[str, Any]:
 
 def seeded(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, "-m", "benchmarks.battles", "--seed", *(f"--{k}={getattr(args, k)}" for k in
-               ("items", "votes", "voters", "prompts"))]  # fmt: skip
+               ("items", "votes", "voters", "prompts", "first"))]  # fmt: skip
     out = subprocess.run(command, env=stack.env(), check=True, capture_output=True, text=True).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
 
@@ -283,11 +289,15 @@ def main() -> None:
         "--client", choices=["raw", "httpx"], default="raw",
         help="how bursts ask: a request written to an open connection (raw), or through httpx",
     )  # fmt: skip
+    parser.add_argument(
+        "--first", choices=["reserved", "unreserved"], default="reserved",
+        help="each voter's first battle reserved as the eval opens (as it is), or drawn in-line at the first burst",
+    )  # fmt: skip
     parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)  # inside a stack's environment
     add_place_options(parser)
     args = parser.parse_args()
     if args.seed:
-        print(json.dumps(seed(args.items, args.votes, args.voters, args.prompts)))
+        print(json.dumps(seed(args.items, args.votes, args.voters, args.prompts, args.first)))
         return
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -321,7 +331,7 @@ def main() -> None:
                 time.sleep(args.gap_s)
             print(f"burst {b + 1}: " + ", ".join(f"{m} slowest {slowest[m][-1] * 1000:.0f} ms" for m in modes))
         voters = len(worlds[modes[0]]["tokens"])
-        print("all voters asking at the same moment, the first burst (nothing reserved yet):")
+        print(f"all voters asking at the same moment, the first burst (first battles {args.first} as the eval opened):")
         for mode in modes:
             print(summary(mode, times[mode][:voters]))
         print("all voters asking at the same moment, later bursts:")

@@ -26,6 +26,7 @@ from controlplane.evals.models import (
     Generation,
 )
 from controlplane.evals.prepared import bodies_drop
+from controlplane.evals.signals import eval_opened
 from controlplane.runs.models import Run, RunStatus
 from controlplane.runs.services import project_resolve, run_submit
 from controlplane.teams.models import Role, Team
@@ -194,6 +195,7 @@ def evals_settle(eval_ids: list[int] | None = None) -> int:
         if Eval.objects.filter(id=eval_id, status=EvalStatus.GENERATING).update(status=EvalStatus.OPEN):
             changed += 1
             eval_status_on_commit(eval_id)
+            eval_opened.send(sender=Eval, eval_id=eval_id)
     ended = generating.filter(
         Q(generation_run__status__in=[RunStatus.FAILED, RunStatus.CANCELLED]) | Q(generation_run__isnull=True)
     )

@@ -11,7 +11,7 @@ import redis
 from celery import shared_task
 from django.db import transaction
 
-from controlplane.evals.pick import battle_prepare
+from controlplane.evals.pick import battle_prepare, battles_prepare_first
 from controlplane.evals.refresh import ranking_refresh_coalesced
 from controlplane.evals.services import evals_settle
 
@@ -47,6 +47,13 @@ def battle_prepare_task(eval_id: int, voter_id: int) -> bool:
     return battle_prepare(eval_id=eval_id, voter_id=voter_id)
 
 
+# Enqueued once an eval opens: every voter's first battle, drawn before they ask for it.
+@shared_task(name="evals.battles_prepare_first", soft_time_limit=60, time_limit=90, ignore_result=True)
+def battles_prepare_first_task(eval_id: int) -> int:
+    """Reserve a first battle for each voter of the eval (pick.battles_prepare_first)."""
+    return battles_prepare_first(eval_id=eval_id)
+
+
 def _enqueue(task: Any, *args: int) -> None:
     """Ask a worker for work a lost request costs nothing lasting for: a broker that is down loses
     the request, not the vote or the battle (the next vote asks for a refresh again, and GET
@@ -68,3 +75,8 @@ def ranking_refresh_enqueue(eval_id: int) -> None:
 
 def ranking_refresh_on_commit(eval_id: int) -> None:
     transaction.on_commit(partial(ranking_refresh_enqueue, eval_id), robust=True)
+
+
+def on_eval_opened(sender: Any, *, eval_id: int, **kwargs: Any) -> None:
+    """An eval opened (signals.eval_opened): its voters' first battles, once that commits."""
+    transaction.on_commit(partial(_enqueue, battles_prepare_first_task, eval_id), robust=True)

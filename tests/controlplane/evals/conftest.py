@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -85,7 +86,9 @@ def generations_post(evaluation: Eval, run_client: APIClient) -> dict[str, str]:
     return texts
 
 
-def open_eval(owner: Persona, project: Project, **extra: Any) -> OpenEval:
+def open_eval(owner: Persona, project: Project, *, eager_open: bool = False, **extra: Any) -> OpenEval:
+    """An eval generated and opened; `eager_open`: the tasks its opening enqueues run as it opens
+    (the generation run's dispatch, enqueued earlier, is not ours to run here)."""
     eval_set = eval_set_create(owner.client)
     body = eval_create(owner.client, project, eval_set["id"], **extra)
     evaluation = Eval.objects.get(id=body["id"])
@@ -94,7 +97,8 @@ def open_eval(owner: Persona, project: Project, **extra: Any) -> OpenEval:
     run_client.credentials(HTTP_AUTHORIZATION=f"Bearer {run_token_for(run)}")
     texts = generations_post(evaluation, run_client)
     run_succeed(run)
-    assert owner.client.get(f"/api/v1/evals/{evaluation.id}").json()["status"] == "OPEN"
+    with celery_eager() if eager_open else contextlib.nullcontext():
+        assert owner.client.get(f"/api/v1/evals/{evaluation.id}").json()["status"] == "OPEN"
     evaluation.refresh_from_db()
     candidates = {c.label: c for c in Candidate.objects.filter(eval=evaluation)}
     return OpenEval(evaluation, run, run_client, candidates, texts)

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from controlplane.evals.models import Candidate, Serving
 from controlplane.teams.models import Membership, Role
 from tests.conftest import Persona
-from tests.controlplane.evals.conftest import LABELS, OpenEval, post, voter
+from tests.controlplane.evals.conftest import LABELS, OpenEval, open_eval, post, voter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -140,3 +140,34 @@ def test_a_voter_who_may_no_longer_vote_is_served_nothing_prepared(live_eval: Op
     assert value["body"]["a"] not in refused.text
     reserved = Serving.objects.get(battle_id=value["body"]["battle"], voter__username="judge")
     assert reserved.served_at is None
+
+
+@pytest.mark.parametrize("viewers_may_vote", [False, True])
+def test_an_eval_that_opens_reserves_its_voters_first_battles(
+    owner: Persona, teammate: Persona, viewer: Persona, outsider: Persona, project: Any, viewers_may_vote: bool
+) -> None:
+    """Each active member who may vote has a first battle prepared when the eval opens, so a team
+    opening the vote page together is handed battles, not made to wait while each is drawn."""
+    team = project.team
+    team.viewers_may_vote = viewers_may_vote
+    team.save()
+    gone = get_user_model().objects.create_user(username="gone", is_active=False)
+    Membership.objects.create(team=team, user=gone, role=Role.MEMBER)
+    opened = open_eval(owner, project, eager_open=True)
+    voters = {"alice", teammate.user.username} | ({viewer.user.username} if viewers_may_vote else set())
+    reserved = {name for name in ("alice", teammate.user.username, viewer.user.username, "mallory", "gone")
+                if stored(opened, name) is not None}  # fmt: skip
+    assert reserved == voters
+    # The first ask is that reservation, handed out as prepared (no in-line draw).
+    first = stored(opened, teammate.user.username)
+    assert first is not None
+    with CaptureQueriesContext(connection) as queries:
+        served = ask(teammate.client, opened)
+    assert served.status_code == 200 and served.json() == first["body"]
+    assert not [q for q in queries.captured_queries if "INSERT INTO" in q["sql"]]
+
+
+def test_no_first_battles_without_reservations(owner: Persona, project: Any, settings: Any) -> None:
+    settings.EVALS_RESERVE_NEXT = False
+    opened = open_eval(owner, project, eager_open=True)
+    assert not Serving.objects.filter(battle__eval=opened.eval).exists()
