@@ -75,8 +75,10 @@ def _priority(evaluation: Eval, labels: list[str]) -> np.ndarray:
     items = len(labels)
     snapshot = RankingSnapshot.objects.filter(eval_id=evaluation.id).first()
     if snapshot is not None and snapshot.votes > 0:
-        votes_now = Vote.objects.filter(battle__eval=evaluation).count()
-        if votes_now - snapshot.votes <= settings.EVALS_PRIORITY_STALE_VOTES:
+        # The votes since (ids above its last; one committed late with a lower id is missed, as
+        # a few more or less are): an index range, not a count of all the eval's votes.
+        newer = Vote.objects.filter(battle__eval=evaluation, id__gt=snapshot.last_vote).count()
+        if newer <= settings.EVALS_PRIORITY_STALE_VOTES:
             priority = _priority_of(EvalRanking(**snapshot.ranking), labels)
             if priority is not None:
                 return priority
@@ -119,12 +121,30 @@ def _layout(eval_id: int, created_at: datetime) -> tuple[tuple[str, ...], ByProm
     return tuple(label for _, label in rows), {pid: dict(sides) for pid, sides in by_prompt.items()}
 
 
+# OPEN evals whose every prompt has its minimum of voters, as (id, creation time, minimum): votes
+# are only ever added and prompts are final once OPEN, so coverage is then done for good and the
+# count of voters by prompt (a scan of all the eval's votes, about half of a draw's database
+# time at 20,000 votes) is no longer read. Per process; forgotten wholesale past COVERED_MAX.
+COVERED_MAX = 1024
+_covered: set[tuple[int, datetime, int]] = set()
+
+
+def _voters_by_prompt(evaluation: Eval) -> dict[int, int]:
+    return dict(
+        Vote.objects.filter(battle__eval=evaluation)
+        .values_list("battle__prompt_id")
+        .annotate(n=Count("voter", distinct=True))
+        .values_list("battle__prompt_id", "n")
+    )
+
+
 def _pick(evaluation: Eval, voter: Any) -> tuple[int, uuid.UUID, uuid.UUID] | None:
     """(prompt id, generation, generation) for the voter's next battle; None when nothing is left."""
     labels, by_prompt = _layout(evaluation.id, evaluation.created_at)
     served = Serving.objects.filter(voter=voter, battle__eval=evaluation)
-    seen_prompts = set(served.values_list("battle__prompt_id", flat=True))
-    seen_pairs = {frozenset(p) for p in served.values_list("battle__generation_a_id", "battle__generation_b_id")}
+    seen = list(served.values_list("battle__prompt_id", "battle__generation_a_id", "battle__generation_b_id"))
+    seen_prompts = {pid for pid, *_ in seen}
+    seen_pairs = {frozenset(pair) for _, *pair in seen}
     priority = _priority(evaluation, list(labels))
     pairs = _pairs_by_priority(priority)
 
@@ -133,17 +153,15 @@ def _pick(evaluation: Eval, voter: Any) -> tuple[int, uuid.UUID, uuid.UUID] | No
         return [(ga, gb) for ga in sides.get(i, []) for gb in sides.get(j, []) if frozenset((ga, gb)) not in seen_pairs]
 
     # 1. Coverage: prompts short of voters, that this voter has not seen, fewest voters first.
-    voters = dict(
-        Vote.objects.filter(battle__eval=evaluation)
-        .values_list("battle__prompt_id")
-        .annotate(n=Count("voter", distinct=True))
-        .values_list("battle__prompt_id", "n")
-    )
-    short = [
-        pid
-        for pid, sides in by_prompt.items()
-        if voters.get(pid, 0) < evaluation.min_voters_per_prompt and pid not in seen_prompts and len(sides) >= 2
-    ]
+    covered = (evaluation.id, evaluation.created_at, evaluation.min_voters_per_prompt)
+    voters = {} if covered in _covered else _voters_by_prompt(evaluation)
+    minimum = evaluation.min_voters_per_prompt
+    short = [pid for pid, sides in by_prompt.items() if voters.get(pid, 0) < minimum and len(sides) >= 2]
+    if not short and covered not in _covered:
+        if len(_covered) >= COVERED_MAX:
+            _covered.clear()
+        _covered.add(covered)
+    short = [pid for pid in short if pid not in seen_prompts]
     _random.shuffle(short)
     for pid in sorted(short, key=lambda p: voters.get(p, 0)):
         for i, j in pairs:

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from controlplane.evals import pick, stats
@@ -87,6 +89,25 @@ def test_voters_share_battles_and_coverage_counts_voters(owner: Persona, teammat
         assert len(prompts) == 3  # each voter covers every prompt first
     detail = owner.client.get(f"/api/v1/evals/{opened.eval.id}").json()
     assert detail["progress"]["prompts_covered"] == 3 and detail["progress"]["votes"] == 6
+
+
+def test_once_every_prompt_has_its_voters_the_count_by_prompt_is_no_longer_read(
+    owner: Persona, teammate: Persona, project: Project
+) -> None:
+    """Coverage is done for good once every prompt has its minimum of voters (votes are only
+    added): draws after that skip the scan of the eval's votes by prompt, and draw as before."""
+    opened = open_eval(owner, project, min_voters_per_prompt=1)
+    counted = "COUNT(DISTINCT"
+    with CaptureQueriesContext(connection) as queries:
+        for _ in range(3):  # three prompts, one voter each: covered after these
+            vote(owner, next_battle(owner, opened).json()["battle"])
+        body = next_battle(teammate, opened).json()  # finds every prompt covered
+    assert [q for q in queries.captured_queries if counted in q["sql"]]
+    assert vote(teammate, body["battle"]).status_code == 201
+    with CaptureQueriesContext(connection) as queries:
+        body = next_battle(teammate, opened).json()
+    assert not [q for q in queries.captured_queries if counted in q["sql"]]
+    assert vote(teammate, body["battle"]).status_code == 201
 
 
 @pytest.mark.parametrize("swapped", [False, True])
