@@ -129,13 +129,25 @@ COVERED_MAX = 1024
 _covered: set[tuple[int, datetime, int]] = set()
 
 
-def _voters_by_prompt(evaluation: Eval) -> dict[int, int]:
-    return dict(
+def _short_of_voters(evaluation: Eval, by_prompt: ByPrompt) -> tuple[dict[int, int], list[int]]:
+    """The eval's voters by prompt, and the prompts (with a battle to show) short of its minimum;
+    nothing to read once none is (_covered)."""
+    covered = (evaluation.id, evaluation.created_at, evaluation.min_voters_per_prompt)
+    if covered in _covered:
+        return {}, []
+    voters = dict(
         Vote.objects.filter(battle__eval=evaluation)
         .values_list("battle__prompt_id")
         .annotate(n=Count("voter", distinct=True))
         .values_list("battle__prompt_id", "n")
     )
+    minimum = evaluation.min_voters_per_prompt
+    short = [pid for pid, sides in by_prompt.items() if voters.get(pid, 0) < minimum and len(sides) >= 2]
+    if not short:
+        if len(_covered) >= COVERED_MAX:
+            _covered.clear()
+        _covered.add(covered)
+    return voters, short
 
 
 def _pick(evaluation: Eval, voter: Any) -> tuple[int, uuid.UUID, uuid.UUID] | None:
@@ -153,14 +165,7 @@ def _pick(evaluation: Eval, voter: Any) -> tuple[int, uuid.UUID, uuid.UUID] | No
         return [(ga, gb) for ga in sides.get(i, []) for gb in sides.get(j, []) if frozenset((ga, gb)) not in seen_pairs]
 
     # 1. Coverage: prompts short of voters, that this voter has not seen, fewest voters first.
-    covered = (evaluation.id, evaluation.created_at, evaluation.min_voters_per_prompt)
-    voters = {} if covered in _covered else _voters_by_prompt(evaluation)
-    minimum = evaluation.min_voters_per_prompt
-    short = [pid for pid, sides in by_prompt.items() if voters.get(pid, 0) < minimum and len(sides) >= 2]
-    if not short and covered not in _covered:
-        if len(_covered) >= COVERED_MAX:
-            _covered.clear()
-        _covered.add(covered)
+    voters, short = _short_of_voters(evaluation, by_prompt)
     short = [pid for pid in short if pid not in seen_prompts]
     _random.shuffle(short)
     for pid in sorted(short, key=lambda p: voters.get(p, 0)):

@@ -92,7 +92,7 @@ def test_voters_share_battles_and_coverage_counts_voters(owner: Persona, teammat
 
 
 def test_once_every_prompt_has_its_voters_the_count_by_prompt_is_no_longer_read(
-    owner: Persona, teammate: Persona, project: Project
+    owner: Persona, teammate: Persona, project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Coverage is done for good once every prompt has its minimum of voters (votes are only
     added): draws after that skip the scan of the eval's votes by prompt, and draw as before."""
@@ -108,6 +108,12 @@ def test_once_every_prompt_has_its_voters_the_count_by_prompt_is_no_longer_read(
         body = next_battle(teammate, opened).json()
     assert not [q for q in queries.captured_queries if counted in q["sql"]]
     assert vote(teammate, body["battle"]).status_code == 201
+    # Remembered, no prompt is short, as when the counts are read: draws are active sampling.
+    by_prompt = pick._layout(opened.eval.id, opened.eval.created_at)[1]
+    assert pick._short_of_voters(opened.eval, by_prompt) == ({}, [])
+    monkeypatch.setattr(pick, "_covered", set())
+    voters, short = pick._short_of_voters(opened.eval, by_prompt)
+    assert short == [] and set(voters.values()) == {1, 2}
 
 
 @pytest.mark.parametrize("swapped", [False, True])
